@@ -1,0 +1,28 @@
+# grpo_lab: two commands on a fresh machine.
+#   make lab    install, then open the course in JupyterLab
+#   make test   install, then run the whole test suite (what CI runs)
+#
+# torch goes in first and on its own: a plain `torch` requirement would pull a multi-GB CUDA
+# build onto a CPU-only machine. On a CPU-only laptop, get the small build with
+#   make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# On a GPU machine the default (PyPI's build, with CUDA) is right.
+
+PYTHON ?= python3
+TORCH_VERSION ?= 2.13.0
+TORCH_INDEX ?=
+PIP = $(PYTHON) -m pip
+
+.PHONY: install lab test test-unit test-notebooks execute-notebooks
+
+install:
+	$(PIP) install --quiet "torch==$(TORCH_VERSION)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) --extra-index-url https://pypi.org/simple)
+	$(PIP) install --quiet -r requirements.txt
+
+lab: install
+	$(PYTHON) -m jupyter lab notebooks/
+
+test: install
+	$(PYTHON) -m pytest tests/ -q
+
+execute-notebooks:
+	$(PYTHON) -m jupyter nbconvert --to notebook --execute --inplace notebooks/*.ipynb

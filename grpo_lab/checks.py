@@ -1,0 +1,84 @@
+"""Input checks shared by the math layer.
+
+Every public function of the lab validates what it is given and raises a ``ValueError`` that
+names the argument, what it got and what it wanted. These helpers keep those messages uniform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+
+def check_tensor(name: str, x, ndim: int | tuple[int, ...] | None = None) -> torch.Tensor:
+    """Check that ``x`` is a tensor (of ``ndim`` dimensions, when given) and return it."""
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else ndim
+        if x.dim() not in allowed:
+            want = " or ".join(f"{d}-D" for d in allowed)
+            raise ValueError(f"{name} must be {want}, got shape {tuple(x.shape)}")
+    return x
+
+
+def check_float(name: str, x, ndim=None) -> torch.Tensor:
+    """A floating-point tensor with no NaN or infinity."""
+    x = check_tensor(name, x, ndim)
+    if not x.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if not torch.isfinite(x).all():
+        bad = int((~torch.isfinite(x)).sum())
+        raise ValueError(f"{name} must be finite, got {bad} NaN or infinite value(s)")
+    return x
+
+
+def check_same_shape(name: str, x: torch.Tensor, ref_name: str, ref: torch.Tensor) -> None:
+    if x.shape != ref.shape:
+        raise ValueError(f"{name} must have the shape of {ref_name} {tuple(ref.shape)}, got {tuple(x.shape)}")
+
+
+def check_mask(name: str, mask, like_name: str, like: torch.Tensor) -> torch.Tensor:
+    """A 0/1 mask (bool, int or float) with the shape of ``like``; returned as ``like``'s dtype."""
+    mask = check_tensor(name, mask)
+    check_same_shape(name, mask, like_name, like)
+    if mask.dtype != torch.bool:
+        if not ((mask == 0) | (mask == 1)).all():
+            raise ValueError(f"{name} must hold only 0 and 1, got values {torch.unique(mask)[:5].tolist()}")
+    return mask.to(like.dtype)
+
+
+def check_group_size(rewards: torch.Tensor, group_size, minimum: int = 1) -> int:
+    """``group_size`` is an int >= minimum that divides the batch (groups are consecutive rows)."""
+    if isinstance(group_size, bool) or not isinstance(group_size, int):
+        raise ValueError(f"group_size must be an int, got {type(group_size).__name__}")
+    if group_size < minimum:
+        raise ValueError(f"group_size must be >= {minimum}, got {group_size}")
+    if rewards.shape[0] % group_size != 0:
+        raise ValueError(
+            f"the batch size must be a multiple of group_size={group_size} (consecutive rows form a group), "
+            f"got {rewards.shape[0]} rows"
+        )
+    return group_size
+
+
+def check_choice(name: str, value, choices: Iterable[str]) -> str:
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+    return value
+
+
+def check_number(name: str, value, low=None, high=None, low_open=False, high_open=False) -> float:
+    """A real number in [low, high] (open ends where asked)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if low is not None and (value < low or (low_open and value == low)):
+        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value}")
+    if high is not None and (value > high or (high_open and value == high)):
+        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {value}")
+    return value

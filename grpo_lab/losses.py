@@ -1,0 +1,224 @@
+"""Policy, value and entropy terms: what the optimiser actually minimises.
+
+Shapes: ``[B, T]`` per token with a 0/1 completion ``mask``; ``[B]`` per sequence. Losses are
+``-J`` (objectives are maximised). Formulas and test vectors: ``shared/ALGORITHMS.md``.
+
+How the options map onto TRL's ``GRPOTrainer`` (one process, one optimiser step per batch):
+
+=========================  ===============================  ===================================
+TRL ``loss_type``          ``aggregation=``                 normaliser
+=========================  ===============================  ===================================
+``grpo``                   ``"seq_mean_token_mean"``        mean over rows of (token sum / row length)
+``bnpo``, ``dapo``         ``"token_mean"``                 all valid tokens in the batch
+``dr_grpo``                ``"seq_mean_token_sum_norm"``    ``B * max_len`` (``max_completion_length``)
+=========================  ===============================  ===================================
+
+and TRL's ``importance_sampling_level="sequence"`` is ``ratio_level="sequence"``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .checks import check_choice, check_float, check_mask, check_number, check_same_shape, check_tensor
+
+RATIO_LEVELS = ("token", "sequence", "sequence_token")
+AGGREGATIONS = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm")
+
+
+def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Sum of ``x`` where ``mask`` is 1, over ``dim`` (all of it when None)."""
+    x = check_tensor("x", x)
+    mask = check_mask("mask", mask, "x", x)
+    return (x * mask).sum() if dim is None else (x * mask).sum(dim=dim)
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Mean of ``x`` where ``mask`` is 1, over ``dim`` (all of it when None).
+
+    Raises ``ValueError`` when a mean would be over nothing (an empty mask, or an empty row
+    along ``dim``) rather than returning NaN or silently 0.
+    """
+    x = check_tensor("x", x)
+    mask = check_mask("mask", mask, "x", x)
+    count = mask.sum() if dim is None else mask.sum(dim=dim)
+    if (count == 0).any():
+        where = "the mask is empty" if dim is None else f"{int((count == 0).sum())} slice(s) along dim {dim} are empty"
+        raise ValueError(f"mask must select at least one value for a mean, but {where}")
+    return masked_sum(x, mask, dim) / count
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of ``softmax(logits)`` over the last dimension: ``[..., V] -> [...]`` (nats).
+
+    Computed as ``logsumexp(z) - sum(p * z)``, which stays finite for large logits.
+    """
+    logits = check_tensor("logits", logits)
+    if not logits.is_floating_point() or logits.dim() < 1 or logits.shape[-1] < 1:
+        raise ValueError(f"logits must be a floating-point tensor with a last (vocabulary) dimension, got {tuple(logits.shape)} {logits.dtype}")
+    p = torch.softmax(logits, dim=-1)
+    return torch.logsumexp(logits, dim=-1) - (p * logits).sum(dim=-1)
+
+
+def _check_advantages(advantages, logp: torch.Tensor) -> torch.Tensor:
+    advantages = check_float("advantages", advantages, ndim=(1, 2))
+    if advantages.dim() == 1:
+        if advantages.shape[0] != logp.shape[0]:
+            raise ValueError(f"advantages must have shape ({logp.shape[0]},) or {tuple(logp.shape)}, got {tuple(advantages.shape)}")
+        return advantages.unsqueeze(1)
+    check_same_shape("advantages", advantages, "logp", logp)
+    return advantages
+
+
+def policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float | None = None,
+    ratio_level: str = "token",
+    aggregation: str = "seq_mean_token_mean",
+    max_len: int | None = None,
+    kl: torch.Tensor | None = None,
+    beta: float = 0.0,
+    dual_clip: float | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The clipped policy-gradient loss of PPO, GRPO, Dr. GRPO, DAPO, GSPO and GFPO.
+
+    Per token (PPO eq. 7 with DAPO's asymmetric clip):
+    ``l_t = -min(w_t * A_t, clip(w_t, 1 - clip_low, 1 + clip_high) * A_t) + beta * kl_t``
+
+    Args:
+        logp: ``[B, T]`` log-probs of the sampled tokens under the policy being trained.
+        old_logp: ``[B, T]`` log-probs under the policy that sampled them (no gradient).
+        advantages: ``[B]`` per sequence or ``[B, T]`` per token.
+        mask: ``[B, T]`` 1 on completion tokens, 0 on padding.
+        clip_low, clip_high: the clip range ``[1 - clip_low, 1 + clip_high]``; ``clip_high=None``
+            means symmetric (PPO/GRPO 0.2; DAPO clip-higher 0.2/0.28; GSPO 3e-4/4e-4).
+        ratio_level: the importance weight ``w``:
+            ``"token"``: ``w_t = exp(logp_t - old_logp_t)`` (PPO, GRPO, DAPO).
+            ``"sequence"``: GSPO's ``s_i = exp(mean_t(logp - old_logp))``, one per sequence;
+            a clipped sequence contributes no gradient at all.
+            ``"sequence_token"``: GSPO-token, ``sg[s_i] * exp(logp_t - sg[logp_t])``: equal to
+            ``s_i`` in value, per-token gradient paths for per-token advantages.
+        aggregation: how per-token losses become one number (see the module docstring):
+            ``"seq_mean_token_mean"`` (GRPO, GSPO), ``"token_mean"`` (DAPO, GFPO, TRL's default),
+            ``"seq_mean_token_sum_norm"`` (Dr. GRPO: token sums over ``B * max_len``).
+        max_len: the constant normaliser of ``"seq_mean_token_sum_norm"`` (the generation budget).
+        kl: optional ``[B, T]`` per-token KL to the reference, added *before* aggregation.
+        beta: the KL coefficient (needs ``kl`` when > 0).
+        dual_clip: verl's dual-clip constant ``c > 1``: for ``A < 0`` the loss is capped at ``-c*A``.
+
+    Returns:
+        ``(loss, stats)``: a scalar tensor, and floats ``clip_frac_low`` (``w < 1 - clip_low``
+        with ``A < 0``), ``clip_frac_high`` (``w > 1 + clip_high`` with ``A > 0``), ``clip_frac``,
+        ``dual_clip_frac``, ``ratio_mean``/``ratio_min``/``ratio_max``, all over valid tokens
+        (a sequence-level ratio counts once per token of its sequence), and ``kl_mean`` when
+        ``kl`` is given.
+    """
+    logp = check_float("logp", logp, ndim=2)
+    old_logp = check_float("old_logp", old_logp, ndim=2)
+    check_same_shape("old_logp", old_logp, "logp", logp)
+    mask = check_mask("mask", mask, "logp", logp)
+    adv = _check_advantages(advantages, logp)
+    clip_low = check_number("clip_low", clip_low, low=0.0, high=1.0)
+    clip_high = clip_low if clip_high is None else check_number("clip_high", clip_high, low=0.0)
+    check_choice("ratio_level", ratio_level, RATIO_LEVELS)
+    check_choice("aggregation", aggregation, AGGREGATIONS)
+    beta = check_number("beta", beta, low=0.0)
+    if kl is not None:
+        kl = check_float("kl", kl, ndim=2)
+        check_same_shape("kl", kl, "logp", logp)
+    elif beta > 0:
+        raise ValueError(f"kl must be given when beta > 0, got kl=None with beta={beta}")
+    if dual_clip is not None:
+        dual_clip = check_number("dual_clip", dual_clip, low=1.0, low_open=True)
+
+    lengths = mask.sum(dim=1)
+    if mask.sum() == 0:
+        raise ValueError("mask must select at least one token, got an all-zero mask")
+    needs_full_rows = ratio_level != "token" or aggregation == "seq_mean_token_mean"
+    if needs_full_rows and (lengths == 0).any():
+        raise ValueError(
+            f"mask has {int((lengths == 0).sum())} empty row(s): a per-sequence mean is undefined there "
+            f"(ratio_level={ratio_level!r}, aggregation={aggregation!r}); drop those rows or use aggregation='token_mean'"
+        )
+    if aggregation == "seq_mean_token_sum_norm":
+        if max_len is None:
+            raise ValueError("max_len must be given for aggregation='seq_mean_token_sum_norm' (Dr. GRPO's constant normaliser)")
+        if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+            raise ValueError(f"max_len must be a positive int, got {max_len!r}")
+        if lengths.max() > max_len:
+            raise ValueError(f"max_len must be >= the longest completion ({int(lengths.max())} tokens), got {max_len}")
+
+    log_ratio = logp - old_logp
+    if ratio_level == "token":
+        log_w = log_ratio
+    else:
+        # GSPO: the geometric mean of the token ratios, i.e. the mean log-ratio over valid tokens.
+        seq_log_ratio = (log_ratio * mask).sum(dim=1, keepdim=True) / lengths.unsqueeze(1)
+        if ratio_level == "sequence":
+            log_w = seq_log_ratio.expand_as(logp)
+        else:
+            log_w = logp - logp.detach() + seq_log_ratio.detach()
+    ratio = torch.exp(log_w)
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    per_token = -torch.min(ratio * adv, clipped * adv)
+    dual_mask = torch.zeros_like(mask, dtype=torch.bool)
+    if dual_clip is not None:
+        cap = -dual_clip * adv
+        dual_mask = (adv < 0) & (per_token > cap)
+        per_token = torch.where(adv < 0, torch.minimum(per_token, cap), per_token)
+    if kl is not None and beta > 0:
+        per_token = per_token + beta * kl
+
+    if aggregation == "seq_mean_token_mean":
+        loss = ((per_token * mask).sum(dim=1) / lengths).mean()
+    elif aggregation == "token_mean":
+        loss = (per_token * mask).sum() / mask.sum()
+    else:
+        loss = (per_token * mask).sum() / (logp.shape[0] * max_len)
+
+    with torch.no_grad():
+        valid = mask.bool()
+        r = ratio.detach()
+        a = adv.expand_as(r)
+        low = (r < 1.0 - clip_low) & (a < 0) & valid
+        high = (r > 1.0 + clip_high) & (a > 0) & valid
+        n = valid.sum()
+        stats = {
+            "clip_frac_low": float(low.sum() / n),
+            "clip_frac_high": float(high.sum() / n),
+            "clip_frac": float((low | high).sum() / n),
+            "dual_clip_frac": float((dual_mask & valid).sum() / n),
+            "ratio_mean": float(r[valid].mean()),
+            "ratio_min": float(r[valid].min()),
+            "ratio_max": float(r[valid].max()),
+        }
+        if kl is not None:
+            stats["kl_mean"] = float(kl[valid].mean())
+    return loss, stats
+
+
+def value_loss(
+    values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, clip: float | None = None
+) -> torch.Tensor:
+    """The critic's loss, PPO style (openai/baselines ppo2): a masked token mean of
+
+    ``0.5 * max((V - R)^2, (V_old + clip(V - V_old, -clip, clip) - R)^2)``,
+
+    or plain ``0.5 * (V - R)^2`` when ``clip`` is None. ``clip`` is absolute, in reward units.
+    """
+    values = check_float("values", values, ndim=2)
+    old_values = check_float("old_values", old_values, ndim=2)
+    returns = check_float("returns", returns, ndim=2)
+    check_same_shape("old_values", old_values, "values", values)
+    check_same_shape("returns", returns, "values", values)
+    mask = check_mask("mask", mask, "values", values)
+    loss = (values - returns) ** 2
+    if clip is not None:
+        clip = check_number("clip", clip, low=0.0, low_open=True)
+        v_clipped = old_values + torch.clamp(values - old_values, -clip, clip)
+        loss = torch.max(loss, (v_clipped - returns) ** 2)
+    return 0.5 * masked_mean(loss, mask)

@@ -1,0 +1,72 @@
+"""Health metrics of a policy and of a training step.
+
+``evaluate`` measures a policy on held-out prompts (accuracy, pass@k, lengths, formats).
+``step_metrics`` turns one rollout and its rewards into the numbers the dashboards plot.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .rollout import encode_prompts, sample_group
+
+HEALTH_METRICS = ("reward_mean", "reward_std_within_group", "kl", "length_mean", "entropy")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al. 2021): the chance that k of n samples, c of them correct, hold one correct."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+@torch.no_grad()
+def evaluate(
+    model,
+    tokenizer,
+    task,
+    n_prompts: int = 128,
+    samples: int = 1,
+    temperature: float = 1.0,
+    greedy: bool = False,
+    max_new_tokens: int = 32,
+    seed: int = 0,
+    batch_prompts: int = 64,
+    system: str | None = None,
+) -> dict:
+    """Accuracy on the first ``n_prompts`` held-out prompts of ``task``.
+
+    ``greedy=True`` decodes the most likely completion once per prompt; otherwise ``samples``
+    completions per prompt are drawn at ``temperature`` and pass@``samples`` is reported too.
+    """
+    if n_prompts < 1 or samples < 1:
+        raise ValueError(f"n_prompts and samples must be >= 1, got {n_prompts} and {samples}")
+    device = next(model.parameters()).device
+    gen = torch.Generator(device=device).manual_seed(seed)
+    rows = task.test.select(range(min(n_prompts, len(task.test))))
+    G = 1 if greedy else samples
+    rewards, lengths, texts = [], [], []
+    for start in range(0, len(rows), batch_prompts):
+        chunk = rows[start : start + batch_prompts]
+        ids, mask = encode_prompts(tokenizer, chunk["prompt"], chat=task.chat, system=system, device=device)
+        ro = sample_group(model, tokenizer, ids, mask, G, max_new_tokens, temperature, gen, greedy=greedy)
+        answers = [a for a in chunk["answer"] for _ in range(G)]
+        rewards += [task.reward_fn(t, a, bool(f)) for t, a, f in zip(ro.texts, answers, ro.finished.tolist())]
+        lengths += ro.lengths.tolist()
+        texts += ro.texts
+    r = torch.tensor(rewards).view(-1, G)
+    out = {
+        "accuracy": float(r.mean()),
+        "length_mean": float(sum(lengths) / len(lengths)),
+        "n_prompts": len(rows),
+        "samples": G,
+        "greedy": greedy,
+    }
+    if G > 1:
+        out[f"pass@{G}"] = float(sum(pass_at_k(G, int(c), G) for c in r.sum(dim=1)) / len(rows))
+    out["examples"] = texts[:8]
+    return out

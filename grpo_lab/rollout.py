@@ -1,0 +1,191 @@
+"""Rollout: sample G completions per prompt, and score tokens under a model.
+
+``sample_group`` runs batched sampling with a KV cache and returns a ``Rollout``: completion ids,
+a completion mask that stops after EOS (the EOS token itself is part of the completion: the
+policy chose to stop), the sampling log-probs and entropies. ``token_logps`` recomputes
+log-probs (and entropies) of given completions with one forward pass, as the trainer needs for
+the current, old and reference policies. Log-probs are always taken at the sampling temperature
+(logits / T), or the importance ratio would compare two different distributions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .losses import entropy_from_logits
+
+
+@dataclass
+class Rollout:
+    """One batch of sampled completions; rows ``g*G .. g*G+G-1`` answer prompt ``g``."""
+
+    prompt_ids: torch.Tensor  # [B, P] left-padded
+    prompt_mask: torch.Tensor  # [B, P]
+    completion_ids: torch.Tensor  # [B, T] padded with pad_token_id after EOS
+    completion_mask: torch.Tensor  # [B, T] 1 up to and including EOS
+    sample_logp: torch.Tensor  # [B, T] log-probs at sampling time (0 on padding)
+    entropy: torch.Tensor  # [B, T] entropy of the sampling distribution (0 on padding)
+    finished: torch.Tensor  # [B] bool: ended with EOS within the budget (False: truncated)
+    group_size: int
+    texts: list[str] = field(default_factory=list)  # decoded completions, no special tokens
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.completion_mask.sum(dim=1).long()
+
+    def select(self, rows: torch.Tensor, group_size: int | None = None) -> "Rollout":
+        """The rows ``rows`` (an index or bool tensor) as a new Rollout."""
+        if rows.dtype == torch.bool:
+            rows = rows.nonzero().flatten()
+        return Rollout(
+            self.prompt_ids[rows], self.prompt_mask[rows], self.completion_ids[rows], self.completion_mask[rows],
+            self.sample_logp[rows], self.entropy[rows], self.finished[rows],
+            group_size or self.group_size, [self.texts[i] for i in rows.tolist()],
+        )
+
+    @staticmethod
+    def cat(parts: list["Rollout"], pad_token_id: int) -> "Rollout":
+        """Concatenate rollouts (of one group size), right-padding completions to a common length."""
+        T = max(p.completion_ids.shape[1] for p in parts)
+        P = max(p.prompt_ids.shape[1] for p in parts)
+
+        def rpad(x, width, value):
+            return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
+
+        def lpad(x, width, value):
+            return torch.nn.functional.pad(x, (width - x.shape[1], 0), value=value)
+
+        return Rollout(
+            torch.cat([lpad(p.prompt_ids, P, pad_token_id) for p in parts]),
+            torch.cat([lpad(p.prompt_mask, P, 0) for p in parts]),
+            torch.cat([rpad(p.completion_ids, T, pad_token_id) for p in parts]),
+            torch.cat([rpad(p.completion_mask, T, 0) for p in parts]),
+            torch.cat([rpad(p.sample_logp, T, 0.0) for p in parts]),
+            torch.cat([rpad(p.entropy, T, 0.0) for p in parts]),
+            torch.cat([p.finished for p in parts]),
+            parts[0].group_size,
+            [t for p in parts for t in p.texts],
+        )
+
+
+def encode_prompts(tokenizer, prompts: list[str], chat: bool = False, system: str | None = None, device=None):
+    """Tokenise prompts, left-padded: ``(ids [N, P], mask [N, P])``. ``chat`` applies the chat template."""
+    if not prompts:
+        raise ValueError("prompts must hold at least one prompt, got an empty list")
+    if chat:
+        if tokenizer.chat_template is None:
+            raise ValueError("chat=True needs a tokenizer with a chat template, got one without (chat_template is None)")
+        texts = []
+        for p in prompts:
+            msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": p}]
+            texts.append(tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True))
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    else:
+        enc = tokenizer(prompts, return_tensors="pt", padding=True)
+    return enc["input_ids"].to(device), enc["attention_mask"].to(device)
+
+
+def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    # Left padding: each row's first real token is position 0.
+    return (attention_mask.cumsum(dim=1) - 1).clamp_min(0)
+
+
+@torch.no_grad()
+def sample_group(
+    model,
+    tokenizer,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    group_size: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    greedy: bool = False,
+) -> Rollout:
+    """Sample ``group_size`` completions for each prompt with a KV cache.
+
+    ``prompt_ids``/``prompt_mask`` are ``[N, P]`` left-padded (``encode_prompts``). Rows are
+    repeated so that the G samples of a prompt are consecutive. A row stops at EOS; rows that
+    reach ``max_new_tokens`` without it are marked ``finished=False`` (truncated).
+    ``greedy=True`` takes the most likely token instead of sampling (for evaluation).
+    """
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 (sampling), got {temperature}")
+    if prompt_ids.shape != prompt_mask.shape or prompt_ids.dim() != 2:
+        raise ValueError(f"prompt_ids and prompt_mask must be [N, P] of one shape, got {tuple(prompt_ids.shape)} and {tuple(prompt_mask.shape)}")
+    device = prompt_ids.device
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    ids = prompt_ids.repeat_interleave(group_size, dim=0)
+    am = prompt_mask.repeat_interleave(group_size, dim=0)
+    B = ids.shape[0]
+    was_training = model.training
+    model.eval()
+    out = model(input_ids=ids, attention_mask=am, position_ids=_positions(am), use_cache=True, logits_to_keep=1)
+    cache = out.cache if hasattr(out, "cache") else out.past_key_values
+    logits = out.logits[:, -1, :]
+    pos = _positions(am)[:, -1]
+    tokens, logps, ents = [], [], []
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    alive_mask = []
+    for _ in range(max_new_tokens):
+        scaled = logits.float() / temperature
+        logprobs = torch.log_softmax(scaled, dim=-1)
+        if greedy:
+            nxt = logprobs.argmax(dim=-1)
+        else:
+            nxt = torch.multinomial(logprobs.exp(), 1, generator=generator).squeeze(1)
+        nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
+        alive_mask.append(~done)
+        tokens.append(nxt)
+        logps.append(logprobs.gather(1, nxt.unsqueeze(1)).squeeze(1) * (~done))
+        ents.append(entropy_from_logits(scaled) * (~done))
+        done = done | (nxt == eos)
+        if bool(done.all()):
+            break
+        am = torch.cat([am, alive_mask[-1].long().unsqueeze(1)], dim=1)  # the token just written is real
+        pos = pos + 1
+        out = model(input_ids=nxt.unsqueeze(1), attention_mask=am, position_ids=pos.unsqueeze(1), cache=cache, use_cache=True)
+        cache = out.cache if hasattr(out, "cache") else out.past_key_values
+        logits = out.logits[:, -1, :]
+    if was_training:
+        model.train()
+    completion_ids = torch.stack(tokens, dim=1)
+    mask = torch.stack(alive_mask, dim=1).long()
+    texts = tokenizer.batch_decode(completion_ids.masked_fill(mask == 0, pad), skip_special_tokens=True)
+    return Rollout(
+        prompt_ids=prompt_ids.repeat_interleave(group_size, dim=0),
+        prompt_mask=prompt_mask.repeat_interleave(group_size, dim=0),
+        completion_ids=completion_ids,
+        completion_mask=mask,
+        sample_logp=torch.stack(logps, dim=1),
+        entropy=torch.stack(ents, dim=1),
+        finished=done,
+        group_size=group_size,
+        texts=texts,
+    )
+
+
+def token_logps(
+    model, prompt_ids, prompt_mask, completion_ids, completion_mask, temperature: float = 1.0, with_entropy: bool = False
+):
+    """Log-probs ``[B, T]`` of the completion tokens under ``model`` at ``temperature`` (one forward pass).
+
+    Returns ``(logp, entropy)``; ``entropy`` is None unless ``with_entropy``. Gradients flow when
+    called outside ``torch.no_grad``.
+    """
+    ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    am = torch.cat([prompt_mask, completion_mask], dim=1)
+    T = completion_ids.shape[1]
+    # logits at position p predict token p+1: keep the T positions before each completion token.
+    logits = model(input_ids=ids, attention_mask=am, position_ids=_positions(am), logits_to_keep=T + 1).logits[:, :-1, :]
+    logits = logits.float() / temperature
+    logp = torch.log_softmax(logits, dim=-1).gather(2, completion_ids.unsqueeze(2)).squeeze(2)
+    logp = logp * completion_mask
+    ent = entropy_from_logits(logits) * completion_mask if with_entropy else None
+    return logp, ent

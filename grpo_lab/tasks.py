@@ -1,0 +1,187 @@
+"""Verifiable tasks: prompts as a ``datasets.Dataset`` and a programmatic reward.
+
+The default task, ``sum3``, asks for the sum of three two-digit numbers: ``07+85+29=``. A
+completion may think before it answers, and the reward checks only the final number:
+
+    direct    121
+    short     92,121                  (the first partial sum, then the answer)
+    verbose   07+85=92,92+29=121      (every step written out)
+
+and any of them may start with a run of filler dots (``...``), "thinking" that does not help.
+The formats make accuracy depend on what the policy chooses to write, and the filler makes
+length vary independently of correctness, so length bias (Dr. GRPO), overlong shaping (DAPO)
+and length filtering (GFPO) have something to act on that is not the same thing as being right.
+
+The second task, ``gsm8k``, is for real models on a GPU: grade-school word problems whose answer
+follows ``####``. Offline, ``synthetic_word_problems`` makes problems of the same shape.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from datasets import Dataset
+
+SUM3_CHARS = "0123456789+=,."
+MAX_FILLER = 8
+FORMATS = ("direct", "short", "verbose")
+_NUMBER = re.compile(r"-?\d+")
+
+
+def sum3_prompt(a: int, b: int, c: int) -> str:
+    for name, v in (("a", a), ("b", b), ("c", c)):
+        if not 0 <= v <= 99:
+            raise ValueError(f"{name} must be in [0, 99], got {v}")
+    return f"{a:02d}+{b:02d}+{c:02d}="
+
+
+def sum3_completion(a: int, b: int, c: int, fmt: str, filler: int = 0) -> str:
+    """A correct completion (without EOS) in the given format, after ``filler`` dots."""
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
+    if not 0 <= filler <= MAX_FILLER:
+        raise ValueError(f"filler must be in [0, {MAX_FILLER}], got {filler}")
+    ab, total = a + b, a + b + c
+    body = {
+        "direct": f"{total}",
+        "short": f"{ab},{total}",
+        "verbose": f"{a:02d}+{b:02d}={ab},{ab}+{c:02d}={total}",
+    }[fmt]
+    return "." * filler + body
+
+
+def _triples(split: str, n: int, seed: int) -> list[tuple[int, int, int]]:
+    """Disjoint train/test triples: a triple belongs to 'test' iff a fixed hash says so (1 in 8)."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    rng = random.Random(f"sum3-{split}-{seed}")
+    out = []
+    while len(out) < n:
+        a, b, c = rng.randrange(100), rng.randrange(100), rng.randrange(100)
+        in_test = (a * 7919 + b * 104729 + c * 1299709) % 8 == 0
+        if in_test == (split == "test"):
+            out.append((a, b, c))
+    return out
+
+
+def sum3_dataset(split: str = "train", n: int = 2048, seed: int = 0) -> Dataset:
+    """Prompts of the ``sum3`` task: columns ``prompt``, ``answer`` (int) and ``operands``.
+
+    The ``test`` split never shares a triple with ``train``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    rows = _triples(split, n, seed)
+    return Dataset.from_dict(
+        {
+            "prompt": [sum3_prompt(*t) for t in rows],
+            "answer": [sum(t) for t in rows],
+            "operands": [list(t) for t in rows],
+        }
+    )
+
+
+def sum3_sft_examples(n: int, seed: int = 0, format_weights=(0.4, 0.3, 0.3)) -> list[tuple[str, str]]:
+    """Supervised (prompt, completion) pairs from the train split, formats and filler mixed."""
+    rng = random.Random(f"sum3-sft-{seed}")
+    triples = _triples("train", n, seed + 1)
+    out = []
+    for a, b, c in triples:
+        fmt = rng.choices(FORMATS, weights=format_weights)[0]
+        out.append((sum3_prompt(a, b, c), sum3_completion(a, b, c, fmt, rng.randint(0, MAX_FILLER))))
+    return out
+
+
+def last_number(text: str) -> int | None:
+    """The last integer in ``text`` (None when there is none)."""
+    found = _NUMBER.findall(text)
+    return int(found[-1]) if found else None
+
+
+def sum3_reward(completion: str, answer: int, finished: bool = True) -> float:
+    """1.0 when the completion finished (ended with EOS) and its last number is the answer, else 0.0.
+
+    ``completion`` is the decoded text without special tokens. Malformed text (no number, stray
+    symbols after the answer, truncated) scores 0: the answer must be the final thing written.
+    """
+    if not finished:
+        return 0.0
+    text = completion.strip()
+    if not text or not text[-1].isdigit():
+        return 0.0
+    return 1.0 if last_number(text) == answer else 0.0
+
+
+def sum3_format(completion: str) -> str:
+    """Which format a completion used, ignoring filler: 'direct', 'short', 'verbose' or 'other'."""
+    body = completion.lstrip(".")
+    if re.fullmatch(r"\d+", body):
+        return "direct"
+    if re.fullmatch(r"\d+,\d+", body):
+        return "short"
+    if re.fullmatch(r"\d+\+\d+=\d+,\d+\+\d+=\d+", body):
+        return "verbose"
+    return "other"
+
+
+# --- GSM8K-style word problems (real models) ------------------------------------------------
+
+GSM8K_SYSTEM = "Solve the problem. Think step by step, then give the final answer after '####'."
+
+
+def gsm8k_reward(completion: str, answer: int, finished: bool = True) -> float:
+    """1.0 when the number after the last '####' (else the last number) equals the answer."""
+    if not finished:
+        return 0.0
+    tail = completion.rsplit("####", 1)[-1] if "####" in completion else completion
+    got = last_number(tail.replace(",", ""))
+    return 1.0 if got == answer else 0.0
+
+
+def synthetic_word_problems(n: int = 256, seed: int = 0) -> Dataset:
+    """GSM8K-shaped problems made offline (two-step arithmetic with a '####' answer)."""
+    rng = random.Random(f"words-{seed}")
+    names = ["Ada", "Ben", "Chen", "Dana", "Eli", "Fatima", "Gus", "Hana"]
+    things = ["apples", "marbles", "stickers", "books", "coins", "shells"]
+    prompts, answers = [], []
+    for _ in range(n):
+        who, what = rng.choice(names), rng.choice(things)
+        a, b, c = rng.randint(2, 40), rng.randint(2, 40), rng.randint(1, 9)
+        total = (a + b) * c
+        prompts.append(f"{who} has {a} {what} and finds {b} more. Then {who} gets {c} times that many in all. How many {what} does {who} have?")
+        answers.append(total)
+    return Dataset.from_dict({"prompt": prompts, "answer": answers})
+
+
+def gsm8k_dataset(split: str = "train", n: int | None = None) -> Dataset:
+    """GSM8K from the Hugging Face hub (needs internet), as columns ``prompt`` and ``answer``."""
+    from datasets import load_dataset
+
+    ds = load_dataset("openai/gsm8k", "main", split=split)
+    ds = ds.map(lambda r: {"prompt": r["question"], "answer": int(r["answer"].rsplit("####", 1)[-1].strip().replace(",", ""))})
+    ds = ds.select_columns(["prompt", "answer"])
+    return ds if n is None else ds.select(range(min(n, len(ds))))
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the trainer needs of a task: prompts and a reward on decoded text."""
+
+    name: str
+    train: Dataset
+    test: Dataset
+    reward_fn: object  # (completion: str, answer: int, finished: bool) -> float
+    chat: bool = False  # wrap prompts in the tokenizer's chat template (instruct models)
+
+
+def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int = 256) -> Task:
+    """The named task: ``sum3`` (the lab's), ``words`` (GSM8K-shaped, offline) or ``gsm8k`` (hub)."""
+    if name == "sum3":
+        return Task("sum3", sum3_dataset("train", n_train, seed), sum3_dataset("test", n_test, seed), sum3_reward)
+    if name == "words":
+        return Task("words", synthetic_word_problems(n_train, seed), synthetic_word_problems(n_test, seed + 1), gsm8k_reward, chat=True)
+    if name == "gsm8k":
+        return Task("gsm8k", gsm8k_dataset("train", n_train), gsm8k_dataset("test", n_test), gsm8k_reward, chat=True)
+    raise ValueError(f"task must be one of 'sum3', 'words', 'gsm8k'; got {name!r}")
