@@ -58,7 +58,7 @@ def evaluate(
         rewards += [task.reward_fn(t, a, bool(f)) for t, a, f in zip(ro.texts, answers, ro.finished.tolist())]
         lengths += ro.lengths.tolist()
         texts += ro.texts
-    r = torch.tensor(rewards).view(-1, G)
+    r = torch.tensor(rewards, dtype=torch.float64).view(-1, G)
     out = {
         "accuracy": float(r.mean()),
         "length_mean": float(sum(lengths) / len(lengths)),

@@ -81,7 +81,7 @@ def pretrain(
         sched.step()
         if (step + 1) >= eval_from and (step + 1) % eval_every == 0:
             acc = evaluate(model, tokenizer, task, n_prompts=n_eval, greedy=True)["accuracy"]
-            history.append({"step": step + 1, "loss": float(loss), "greedy_accuracy": acc})
+            history.append({"step": step + 1, "loss": loss.item(), "greedy_accuracy": acc})
             bar.set_postfix(loss=f"{float(loss):.3f}", acc=f"{acc:.2f}")
             if acc >= target_accuracy:
                 reached = step + 1

@@ -176,7 +176,7 @@ class Task:
     chat: bool = False  # wrap prompts in the tokenizer's chat template (instruct models)
 
 
-def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int = 256) -> Task:
+def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int = 1024) -> Task:
     """The named task: ``sum3`` (the lab's), ``words`` (GSM8K-shaped, offline) or ``gsm8k`` (hub)."""
     if name == "sum3":
         return Task("sum3", sum3_dataset("train", n_train, seed), sum3_dataset("test", n_test, seed), sum3_reward)

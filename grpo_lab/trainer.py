@@ -1,0 +1,517 @@
+"""One training loop for every algorithm.
+
+Each step: sample prompts -> roll out G completions each -> score -> filter (DAPO's dynamic
+sampling, GFPO's top-k) -> advantages -> for each mini-batch and epoch: the policy loss
+(+ KL, + value loss for PPO) -> guarded optimiser step -> metrics.
+
+The algorithm is data (``algorithms.Algorithm``); this file is the only place that acts on it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+import resource
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from .advantages import adaptive_k, dynamic_sampling_keep, gae, gfpo_advantages, gfpo_keep, group_advantages, reward_quartiles, whiten
+from .algorithms import Algorithm, get_algorithm
+from .kl import kl_estimate
+from .losses import masked_mean, policy_loss, value_loss
+from .metrics import evaluate
+from .models import load_policy, set_threads
+from .rewards import kl_shaped_rewards, soft_overlong_penalty
+from .rollout import Rollout, encode_prompts, sample_group, token_logps
+from .tasks import Task, get_task
+
+
+@dataclass
+class TrainConfig:
+    """The run's settings (the algorithm's own settings live in ``Algorithm``)."""
+
+    algo: str = "grpo"
+    model: str = "tiny-sum3"
+    """'tiny-sum3' (shipped in assets/), a local folder, or a Hugging Face model name."""
+    task: str = "sum3"
+    steps: int = 100
+    seed: int = 0
+    prompts_per_step: int = 16
+    group_size: int = 8
+    """G: completions per prompt (for GFPO: how many are *kept*; it samples gfpo_group_size)."""
+    max_new_tokens: int = 32
+    temperature: float = 1.0
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    track_kl: bool = True
+    """Measure KL to the reference every step even when beta = 0 (one extra forward pass)."""
+    kl_stop: float | None = None
+    """Stop the run (and save a checkpoint) when the measured KL exceeds this."""
+    max_seconds: float | None = None
+    """Stop once this much training time has passed (a time budget instead of a step count)."""
+    device: str | None = None
+    system_prompt: str | None = None
+    algo_overrides: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("steps", "prompts_per_step", "group_size", "max_new_tokens"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "steps" else 1):
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.max_seconds is not None and not self.max_seconds > 0:
+            raise ValueError(f"max_seconds must be > 0 or None, got {self.max_seconds}")
+        if self.kl_stop is not None and not self.kl_stop > 0:
+            raise ValueError(f"kl_stop must be > 0 or None, got {self.kl_stop}")
+        algo = self.algorithm()
+        if algo.advantage in ("group", "gfpo") and self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2 for {algo.name} (a group needs a spread), got {self.group_size}")
+        if algo.advantage == "gfpo" and algo.gfpo_group_size < self.group_size:
+            raise ValueError(f"gfpo_group_size must be >= group_size (k <= G), got G={algo.gfpo_group_size} < k={self.group_size}")
+
+    def algorithm(self) -> Algorithm:
+        return get_algorithm(self.algo, **self.algo_overrides)
+
+
+class ValueModel(torch.nn.Module):
+    """PPO's critic: a copy of the policy's transformer trunk with a scalar head (V per token)."""
+
+    def __init__(self, policy):
+        super().__init__()
+        self.trunk = copy.deepcopy(policy.model)  # the base model under a *ForCausalLM
+        self.head = torch.nn.Linear(policy.config.hidden_size, 1)
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
+
+    def forward(self, prompt_ids, prompt_mask, completion_ids, completion_mask):
+        ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        am = torch.cat([prompt_mask, completion_mask], dim=1)
+        pos = (am.cumsum(dim=1) - 1).clamp_min(0)
+        h = self.trunk(input_ids=ids, attention_mask=am, position_ids=pos).last_hidden_state
+        T = completion_ids.shape[1]
+        # V(s_t) is read where the policy reads the logits for token t: one position earlier.
+        return self.head(h[:, -T - 1 : -1, :].float()).squeeze(-1) * completion_mask
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+class Trainer:
+    """Trains a policy with one algorithm. ``Trainer(cfg).train()`` returns the per-step history.
+
+    Pass ``model``/``tokenizer``/``task`` to reuse objects a notebook already holds.
+    """
+
+    def __init__(self, cfg: TrainConfig, model=None, tokenizer=None, task: Task | None = None):
+        set_threads()
+        self.cfg = cfg
+        self.algo = cfg.algorithm()
+        torch.manual_seed(cfg.seed)
+        if model is None:
+            model, tokenizer = load_policy(cfg.model, cfg.device)
+        elif tokenizer is None:
+            raise ValueError("tokenizer must be given together with model")
+        self.model, self.tokenizer = model, tokenizer
+        self.device = next(model.parameters()).device
+        self.task = task or get_task(cfg.task, seed=0)
+        needs_ref = cfg.track_kl or self.algo.beta > 0
+        self.ref = copy.deepcopy(model).eval().requires_grad_(False) if needs_ref else None
+        self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.critic = self.critic_opt = None
+        if self.algo.advantage == "gae":
+            self.critic = ValueModel(model).to(self.device)
+            self.critic_opt = torch.optim.AdamW(self.critic.parameters(), lr=self.algo.critic_lr)
+        self.prompt_rng = random.Random(cfg.seed)
+        self.sample_gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        self.step = 0
+        self.history: list[dict] = []
+        self.skipped_steps = 0
+        self.stop_reason: str | None = None
+        self.seen_difficulty: list[float] = []  # GFPO adaptive k: mean reward of every prompt seen
+        self.samples_generated = 0
+
+    # --- rollout and scoring ---------------------------------------------------------------
+
+    def _next_prompts(self, n: int) -> dict:
+        idx = [self.prompt_rng.randrange(len(self.task.train)) for _ in range(n)]
+        return self.task.train[idx]
+
+    def _rollout(self, n_prompts: int, group_size: int):
+        rows = self._next_prompts(n_prompts)
+        ids, mask = encode_prompts(self.tokenizer, rows["prompt"], chat=self.task.chat, system=self.cfg.system_prompt, device=self.device)
+        ro = sample_group(self.model, self.tokenizer, ids, mask, group_size, self.cfg.max_new_tokens, self.cfg.temperature, self.sample_gen)
+        answers = [a for a in rows["answer"] for _ in range(group_size)]
+        correct = torch.tensor(
+            [self.task.reward_fn(t, a, bool(f)) for t, a, f in zip(ro.texts, answers, ro.finished.tolist())],
+            dtype=torch.float32,
+        )
+        self.samples_generated += ro.completion_ids.shape[0]
+        return ro, correct
+
+    def _reward(self, ro: Rollout, correct: torch.Tensor) -> torch.Tensor:
+        rewards = correct.clone()
+        if self.algo.overlong_penalty:
+            rewards += soft_overlong_penalty(ro.lengths, self.cfg.max_new_tokens, self.algo.overlong_cache)
+        return rewards
+
+    def collect(self):
+        """One batch for training: ``(rollout, correct, rewards, advantages_or_None, info)``.
+
+        For DAPO this is where dynamic sampling refills; for GFPO where the k are chosen.
+        """
+        a, cfg = self.algo, self.cfg
+        info = {"gen_rounds": 1}
+        if a.advantage == "gfpo":
+            ro, correct = self._rollout(cfg.prompts_per_step, a.gfpo_group_size)
+            rewards = self._reward(ro, correct)
+            G = a.gfpo_group_size
+            k = cfg.group_size
+            if a.gfpo_adaptive:
+                means = correct.view(-1, G).mean(dim=1)
+                warm = len(self.seen_difficulty) >= 4 * cfg.prompts_per_step
+                if warm:
+                    q = reward_quartiles(torch.tensor(self.seen_difficulty))
+                    k = adaptive_k(means, q, k_by_bucket=(cfg.group_size, cfg.group_size, max(2, cfg.group_size * 3 // 4), max(2, cfg.group_size // 2)))
+                self.seen_difficulty += means.tolist()
+                info["gfpo_k_mean"] = float(k.float().mean()) if isinstance(k, torch.Tensor) else float(k)
+            keep = gfpo_keep(rewards, ro.lengths.float(), G, k, metric=a.gfpo_metric)
+            adv = gfpo_advantages(rewards, keep, G)
+            info["zero_std_frac"] = float(1 - dynamic_sampling_keep(correct, G).float().mean())
+            info["reward_std_within_group"] = float(correct.view(-1, G).std(dim=1).mean())
+            info["sampled"] = {"correct": correct, "lengths": ro.lengths}
+            # Rejected responses get A = 0 and would add nothing but cost to the backward pass.
+            return ro.select(keep), correct[keep], rewards[keep], adv[keep], info
+        G = cfg.group_size
+        ro, correct = self._rollout(cfg.prompts_per_step, G)
+        rewards = self._reward(ro, correct)
+        info["zero_std_frac"] = float(1 - dynamic_sampling_keep(rewards, G).float().mean())
+        info["reward_std_within_group"] = float(rewards.view(-1, G).std(dim=1).mean())
+        if a.dynamic_sampling:
+            parts, kept_c, kept_r = [], [], []
+            n_kept, rounds = 0, 0
+            while True:
+                keep_groups = dynamic_sampling_keep(rewards, G)
+                rows = keep_groups.repeat_interleave(G)
+                parts.append(ro.select(rows))
+                kept_c.append(correct[rows])
+                kept_r.append(rewards[rows])
+                n_kept += int(keep_groups.sum())
+                rounds += 1
+                if n_kept >= cfg.prompts_per_step or rounds >= a.max_gen_batches:
+                    break
+                ro, correct = self._rollout(cfg.prompts_per_step, G)
+                rewards = self._reward(ro, correct)
+            ro = Rollout.cat(parts, self.tokenizer.pad_token_id)
+            correct, rewards = torch.cat(kept_c), torch.cat(kept_r)
+            n = min(n_kept, cfg.prompts_per_step) * G
+            ro, correct, rewards = ro.select(torch.arange(n)), correct[:n], rewards[:n]
+            info["gen_rounds"] = rounds
+            info["kept_groups"] = n // G
+        return ro, correct, rewards, None, info
+
+    # --- one step --------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def _ref_logp(self, ro: Rollout) -> torch.Tensor | None:
+        if self.ref is None:
+            return None
+        logp, _ = token_logps(self.ref, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, self.cfg.temperature)
+        return logp
+
+    def train_step(self) -> dict:
+        """Collect a batch and update the policy on it; returns this step's metrics."""
+        a, cfg = self.algo, self.cfg
+        t0 = time.perf_counter()
+        ro, correct, rewards, adv, info = self.collect()
+        t_rollout = time.perf_counter() - t0
+        metrics = {"step": self.step + 1}
+        lengths = ro.lengths.float()
+        full = {"correct": correct, "lengths": ro.lengths} if "sampled" not in info else info.pop("sampled")
+        metrics.update(self._batch_metrics(full["correct"], full["lengths"].float()))
+        metrics["reward_mean"] = float(rewards.mean()) if rewards.numel() else float("nan")
+        metrics["tokens_per_second"] = float(full["lengths"].sum()) / max(t_rollout, 1e-9)
+        metrics["truncated_frac"] = float((~ro.finished).float().mean()) if ro.finished.numel() else 0.0
+        metrics.update(info)
+
+        mask = ro.completion_mask.float()
+        if a.overlong_filter:
+            mask = mask * ro.finished.float().unsqueeze(1)
+        keep_rows = mask.sum(dim=1) > 0
+        if rewards.numel() == 0 or not bool(keep_rows.any()):
+            metrics.update(self._finish_metrics(t0, t_rollout, skipped="empty batch"))
+            return metrics
+
+        ref_logp = self._ref_logp(ro)
+        n_updates = a.minibatches * a.epochs
+        old_logp = None
+        if n_updates > 1 or a.advantage == "gae":
+            with torch.no_grad():
+                old_logp, _ = token_logps(self.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, cfg.temperature)
+
+        returns = old_values = None
+        if a.advantage == "gae":
+            with torch.no_grad():
+                old_values = self.critic(ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
+                token_rewards = kl_shaped_rewards(rewards, old_logp, ref_logp if ref_logp is not None else old_logp, mask, a.beta)
+                raw_adv, returns = gae(token_rewards, old_values, mask, a.gamma, a.lam)
+                adv = whiten(raw_adv, mask)  # returns were taken before whitening (pitfall 1)
+        elif adv is None:
+            adv = group_advantages(rewards, cfg.group_size, scale=a.scale)
+
+        B = ro.completion_ids.shape[0]
+        rows = keep_rows.nonzero().flatten()
+        perm_gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step)
+        totals = {"loss": 0.0, "grad_norm": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "clip_frac": 0.0,
+                  "ratio_mean": 0.0, "ratio_min": float("inf"), "ratio_max": 0.0, "entropy": 0.0, "value_loss": 0.0}
+        updates = skipped = 0
+        policy_frozen = a.advantage == "gae" and self.step < a.critic_warmup_steps
+        for _ in range(a.epochs):
+            order = rows[torch.randperm(len(rows), generator=perm_gen)] if a.minibatches > 1 else rows
+            for mb in order.chunk(a.minibatches):
+                if len(mb) == 0:
+                    continue
+                out = self._update(ro, mb, mask, adv, old_logp, ref_logp, returns, old_values, policy_frozen)
+                if out is None:
+                    skipped += 1
+                    continue
+                updates += 1
+                for k, v in out.items():
+                    if k == "ratio_min":
+                        totals[k] = min(totals[k], v)
+                    elif k == "ratio_max":
+                        totals[k] = max(totals[k], v)
+                    elif k in totals:
+                        totals[k] += v
+        self.skipped_steps += skipped
+        for k in totals:
+            if k not in ("ratio_min", "ratio_max"):
+                totals[k] = totals[k] / updates if updates else float("nan")
+        metrics.update(totals)
+        metrics["updates"] = updates
+        metrics["skipped_updates"] = skipped
+        if ref_logp is not None:
+            base = old_logp if old_logp is not None else ro.sample_logp
+            # KL of the policy that sampled this batch to the reference, per token, k3 (as TRL logs it).
+            metrics["kl"] = float(masked_mean(kl_estimate(base, ref_logp, "k3"), ro.completion_mask.float()))
+        metrics.update(self._finish_metrics(t0, t_rollout))
+        return metrics
+
+    def _update(self, ro, mb, mask, adv, old_logp, ref_logp, returns, old_values, policy_frozen):
+        """One guarded optimiser step on rows ``mb``; None when it was skipped (non-finite)."""
+        a, cfg = self.algo, self.cfg
+        self.model.train()
+        logp, ent = token_logps(self.model, ro.prompt_ids[mb], ro.prompt_mask[mb], ro.completion_ids[mb], ro.completion_mask[mb], cfg.temperature, with_entropy=True)
+        m = mask[mb]
+        old = old_logp[mb] if old_logp is not None else logp.detach()
+        kl = None
+        if a.beta > 0 and not a.kl_in_reward:
+            kl = kl_estimate(logp, ref_logp[mb], a.kl_kind)
+        A = adv[mb]
+        if not torch.isfinite(logp).all():
+            return None
+        loss, stats = policy_loss(
+            logp, old, A, m, clip_low=a.clip_low, clip_high=a.clip_high, ratio_level=a.ratio_level,
+            aggregation=a.aggregation, max_len=cfg.max_new_tokens, kl=kl, beta=a.beta if kl is not None else 0.0,
+            dual_clip=a.dual_clip,
+        )
+        entropy = masked_mean(ent, m)
+        if a.entropy_coef:
+            loss = loss - a.entropy_coef * entropy
+        if policy_frozen:
+            loss = loss * 0.0
+        v_loss = None
+        if self.critic is not None:
+            values = self.critic(ro.prompt_ids[mb], ro.prompt_mask[mb], ro.completion_ids[mb], ro.completion_mask[mb])
+            v_loss = value_loss(values, old_values[mb], returns[mb], m, clip=a.value_clip)
+            loss = loss + a.vf_coef * v_loss
+        if not torch.isfinite(loss):
+            return None  # never train on NaN: skip and count
+        self.opt.zero_grad(set_to_none=True)
+        if self.critic_opt is not None:
+            self.critic_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip) if params else torch.tensor(0.0)
+        if not torch.isfinite(grad_norm):
+            self.opt.zero_grad(set_to_none=True)
+            return None
+        if not policy_frozen:
+            self.opt.step()
+        if self.critic_opt is not None:
+            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.grad_clip)
+            self.critic_opt.step()
+        out = dict(stats)
+        out.update(loss=loss.item(), grad_norm=grad_norm.item(), entropy=entropy.item())
+        if v_loss is not None:
+            out["value_loss"] = v_loss.item()
+        return out
+
+    @staticmethod
+    def _batch_metrics(correct: torch.Tensor, lengths: torch.Tensor) -> dict:
+        right, wrong = correct > 0.5, correct <= 0.5
+        return {
+            "accuracy": float(correct.mean()),
+            "length_mean": float(lengths.mean()),
+            "length_correct": float(lengths[right].mean()) if right.any() else float("nan"),
+            "length_wrong": float(lengths[wrong].mean()) if wrong.any() else float("nan"),
+        }
+
+    def _finish_metrics(self, t0, t_rollout, skipped: str | None = None) -> dict:
+        out = {
+            "rollout_seconds": t_rollout,
+            "step_seconds": time.perf_counter() - t0,
+            "samples_generated": self.samples_generated,
+            "skipped_steps_total": self.skipped_steps,
+        }
+        if skipped:
+            out["skipped"] = skipped
+        return out
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def train(self, steps: int | None = None, progress: bool = True, callback=None, checkpoint_dir: str | Path | None = None) -> list[dict]:
+        """Run ``steps`` more steps (default: the config's). ``callback(metrics)`` after each step
+        (a live plot, say). Stops early when ``kl_stop`` is exceeded, saving to ``checkpoint_dir``."""
+        steps = self.cfg.steps if steps is None else steps
+        t_start = time.perf_counter()
+        wall0 = self.history[-1]["wall_seconds"] if self.history else 0.0
+        bar = tqdm(range(steps), desc=self.algo.name, disable=not progress, leave=True)
+        for _ in bar:
+            m = self.train_step()
+            self.step += 1
+            m["wall_seconds"] = wall0 + time.perf_counter() - t_start
+            self.history.append(m)
+            bar.set_postfix(acc=f"{m['accuracy']:.2f}", len=f"{m['length_mean']:.1f}", kl=f"{m.get('kl', float('nan')):.3f}")
+            if callback is not None:
+                callback(m)
+            if self.cfg.max_seconds is not None and m["wall_seconds"] >= self.cfg.max_seconds:
+                self.stop_reason = f"time budget of {self.cfg.max_seconds:g} s reached at step {self.step}"
+                break
+            if self.cfg.kl_stop is not None and m.get("kl", 0.0) > self.cfg.kl_stop:
+                self.stop_reason = f"kl {m['kl']:.4f} > kl_stop {self.cfg.kl_stop} at step {self.step}"
+                if checkpoint_dir is not None:
+                    self.save(checkpoint_dir)
+                break
+        return self.history
+
+    # --- save and resume -------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Everything needed to continue exactly: weights, optimiser, critic, RNG states, history."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path / "policy")
+        self.tokenizer.save_pretrained(path / "policy")
+        state = {
+            "config": asdict(self.cfg),
+            "step": self.step,
+            "history": self.history,
+            "skipped_steps": self.skipped_steps,
+            "samples_generated": self.samples_generated,
+            "seen_difficulty": self.seen_difficulty,
+            "opt": self.opt.state_dict(),
+            "prompt_rng": self.prompt_rng.getstate(),
+            "sample_gen": self.sample_gen.get_state(),
+            "ref": self.ref.state_dict() if self.ref is not None else None,
+            "critic": self.critic.state_dict() if self.critic is not None else None,
+            "critic_opt": self.critic_opt.state_dict() if self.critic_opt is not None else None,
+            "stop_reason": self.stop_reason,
+        }
+        torch.save(state, path / "trainer_state.pt")
+        return path
+
+    @classmethod
+    def resume(cls, path: str | Path, task: Task | None = None) -> "Trainer":
+        """A trainer that continues a saved run as if it had never stopped."""
+        path = Path(path)
+        if not (path / "trainer_state.pt").exists():
+            raise ValueError(f"path must be a folder written by Trainer.save, got {path} (no trainer_state.pt)")
+        state = torch.load(path / "trainer_state.pt", weights_only=False)
+        cfg = TrainConfig(**state["config"])
+        model, tokenizer = load_policy(str(path / "policy"), cfg.device)
+        t = cls(cfg, model=model, tokenizer=tokenizer, task=task)
+        if state["ref"] is not None:
+            t.ref.load_state_dict(state["ref"])
+        t.opt.load_state_dict(state["opt"])
+        if state["critic"] is not None:
+            t.critic.load_state_dict(state["critic"])
+            t.critic_opt.load_state_dict(state["critic_opt"])
+        t.step, t.history = state["step"], state["history"]
+        t.skipped_steps, t.samples_generated = state["skipped_steps"], state["samples_generated"]
+        t.seen_difficulty, t.stop_reason = state["seen_difficulty"], state["stop_reason"]
+        t.prompt_rng.setstate(state["prompt_rng"])
+        t.sample_gen.set_state(state["sample_gen"])
+        return t
+
+
+def run(cfg: TrainConfig, n_eval: int = 1000, progress: bool = True, eval_every: int | None = None, save_dir=None) -> dict:
+    """Train with ``cfg`` and return the command line's summary: before/after held-out greedy
+    accuracy and mean length, wall time, peak memory and the per-step history. With ``save_dir``
+    the run is saved there at the end (or when ``kl_stop`` stops it), ready for ``Trainer.resume``."""
+    trainer = Trainer(cfg)
+    ev = dict(n_prompts=n_eval, greedy=True, max_new_tokens=cfg.max_new_tokens, system=cfg.system_prompt)
+    task_eval = trainer.task
+    before = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
+    evals = []
+    t0 = time.perf_counter()
+    if eval_every:
+        done = 0
+        while done < cfg.steps and (trainer.stop_reason is None):
+            n = min(eval_every, cfg.steps - done)
+            trainer.train(n, progress=progress, checkpoint_dir=save_dir)
+            done += n
+            e = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
+            evals.append({"step": trainer.step, "wall_seconds": trainer.history[-1]["wall_seconds"], "accuracy": e["accuracy"], "mean_length": e["length_mean"]})
+    else:
+        trainer.train(progress=progress, checkpoint_dir=save_dir)
+    wall = time.perf_counter() - t0
+    if save_dir is not None:
+        trainer.save(save_dir)
+    after = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
+    return {
+        "algo": cfg.algo,
+        "steps": trainer.step,
+        "seed": cfg.seed,
+        "wall_seconds": round(wall, 2),
+        "train_seconds": round(trainer.history[-1]["wall_seconds"], 2) if trainer.history else 0.0,
+        "before": {"accuracy": before["accuracy"], "mean_length": before["length_mean"], "n": before["n_prompts"]},
+        "after": {"accuracy": after["accuracy"], "mean_length": after["length_mean"], "n": after["n_prompts"]},
+        "evals": evals,
+        "peak_memory_mb": round(peak_memory_mb(trainer.device), 1),
+        "skipped_updates": trainer.skipped_steps,
+        "stop_reason": trainer.stop_reason,
+        "config": asdict(cfg),
+        "algorithm": asdict(trainer.algo),
+        "history": trainer.history,
+    }
+
+
+def _plain(obj):
+    """JSON-safe copy: NaN and infinity become null (strict JSON has neither)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (str, int, bool)) or obj is None:
+        return obj
+    return str(obj)
+
+
+def save_json(obj, path: str | Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(_plain(obj), indent=1, allow_nan=False) + "\n")
