@@ -81,6 +81,8 @@ class Algorithm:
     """PPO: rollouts on which only the critic learns, so the first policy updates see sane values."""
 
     def __post_init__(self):
+        for f in fields(self):  # types first, so a bad value gets a clear message, not a TypeError
+            _check_type(f.name, getattr(self, f.name), f.type)
         check_choice("advantage", self.advantage, ("group", "gae", "gfpo"))
         check_choice("scale", self.scale, SCALES)
         check_choice("ratio_level", self.ratio_level, RATIO_LEVELS)
@@ -108,6 +110,24 @@ class Algorithm:
         if unknown:
             raise ValueError(f"unknown Algorithm field(s) {unknown}; valid fields: {sorted(known)}")
         return replace(self, **changes)
+
+
+def _check_type(name: str, value, annotation: str) -> None:
+    optional = "None" in annotation
+    if value is None:
+        if not optional:
+            raise ValueError(f"{name} must not be None")
+        return
+    if annotation.startswith("bool"):
+        ok = isinstance(value, bool)
+    elif annotation.startswith("int"):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif annotation.startswith("float"):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise ValueError(f"{name} must be {annotation}, got {value!r}")
 
 
 GRPO = Algorithm()

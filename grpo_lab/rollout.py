@@ -28,7 +28,7 @@ class Rollout:
     sample_logp: torch.Tensor  # [B, T] log-probs at sampling time (0 on padding)
     entropy: torch.Tensor  # [B, T] entropy of the sampling distribution (0 on padding)
     finished: torch.Tensor  # [B] bool: ended with EOS within the budget (False: truncated)
-    group_size: int
+    group_size: int  # 0 when the number of rows per prompt varies (GFPO with adaptive k)
     texts: list[str] = field(default_factory=list)  # decoded completions, no special tokens
 
     @property
@@ -42,7 +42,7 @@ class Rollout:
         return Rollout(
             self.prompt_ids[rows], self.prompt_mask[rows], self.completion_ids[rows], self.completion_mask[rows],
             self.sample_logp[rows], self.entropy[rows], self.finished[rows],
-            group_size or self.group_size, [self.texts[i] for i in rows.tolist()],
+            self.group_size if group_size is None else group_size, [self.texts[i] for i in rows.tolist()],
         )
 
     @staticmethod

@@ -132,11 +132,15 @@ GSM8K_SYSTEM = "Solve the problem. Think step by step, then give the final answe
 
 
 def gsm8k_reward(completion: str, answer: int, finished: bool = True) -> float:
-    """1.0 when the number after the last '####' (else the last number) equals the answer."""
+    """1.0 when the number right after the last '####' (else the last number) equals the answer."""
     if not finished:
         return 0.0
-    tail = completion.rsplit("####", 1)[-1] if "####" in completion else completion
-    got = last_number(tail.replace(",", ""))
+    if "####" in completion:
+        # The answer is the number right after the marker; anything written later does not count.
+        found = re.match(r"\s*\$?\s*(-?\d[\d,]*)", completion.rsplit("####", 1)[-1])
+        got = int(found.group(1).replace(",", "")) if found else None
+    else:
+        got = last_number(completion.replace(",", ""))
     return 1.0 if got == answer else 0.0
 
 

@@ -67,8 +67,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
         if self.max_seconds is not None and not self.max_seconds > 0:
             raise ValueError(f"max_seconds must be > 0 or None, got {self.max_seconds}")
         if self.kl_stop is not None and not self.kl_stop > 0:
@@ -76,6 +76,11 @@ class TrainConfig:
         algo = self.algorithm()
         if algo.advantage in ("group", "gfpo") and self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 for {algo.name} (a group needs a spread), got {self.group_size}")
+        if algo.overlong_penalty and not 0 < algo.overlong_cache <= self.max_new_tokens:
+            raise ValueError(
+                f"overlong_cache must be in (0, max_new_tokens={self.max_new_tokens}] for the overlong penalty, "
+                f"got {algo.overlong_cache}"
+            )
         if algo.advantage == "gfpo" and algo.gfpo_group_size < self.group_size:
             raise ValueError(f"gfpo_group_size must be >= group_size (k <= G), got G={algo.gfpo_group_size} < k={self.group_size}")
 
@@ -193,17 +198,21 @@ class Trainer:
             info["reward_std_within_group"] = float(correct.view(-1, G).std(dim=1).mean())
             info["sampled"] = {"correct": correct, "lengths": ro.lengths}
             # Rejected responses get A = 0 and would add nothing but cost to the backward pass.
-            return ro.select(keep), correct[keep], rewards[keep], adv[keep], info
+            # With adaptive k the number kept varies by prompt, so the batch has no single group size (0).
+            kept_per_prompt = k if isinstance(k, int) else 0
+            return ro.select(keep, group_size=kept_per_prompt), correct[keep], rewards[keep], adv[keep], info
         G = cfg.group_size
         ro, correct = self._rollout(cfg.prompts_per_step, G)
         rewards = self._reward(ro, correct)
-        info["zero_std_frac"] = float(1 - dynamic_sampling_keep(rewards, G).float().mean())
+        info["zero_std_frac"] = float(1 - dynamic_sampling_keep(correct, G).float().mean())
         info["reward_std_within_group"] = float(rewards.view(-1, G).std(dim=1).mean())
         if a.dynamic_sampling:
             parts, kept_c, kept_r = [], [], []
             n_kept, rounds = 0, 0
             while True:
-                keep_groups = dynamic_sampling_keep(rewards, G)
+                # DAPO filters on accuracy (verl: filter_groups.metric=acc), not on shaped rewards:
+                # an all-wrong group is dropped even if the length penalty spreads its rewards.
+                keep_groups = dynamic_sampling_keep(correct, G)
                 rows = keep_groups.repeat_interleave(G)
                 parts.append(ro.select(rows))
                 kept_c.append(correct[rows])

@@ -1,0 +1,159 @@
+"""Tests for ``grpo_lab.models`` (and prompt encoding): the shipped tiny model and its character
+tokenizer load with ``from_pretrained`` and round-trip text; a local Hugging Face folder (a tiny
+random Qwen2 with a chat template) loads by path; ``encode_prompts`` left-pads and applies the
+chat template only when asked.
+
+Expected token ids are written from the vocabulary's definition (``<pad>``, ``<bos>``, ``<eos>``,
+then the characters in order), not read back from the code under test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoTokenizer, LlamaForCausalLM, Qwen2ForCausalLM
+
+from conftest import QWEN_CHARS
+from grpo_lab.models import build_char_tokenizer, load_policy, resolve_model_path
+from grpo_lab.rollout import encode_prompts
+from grpo_lab.tasks import SUM3_CHARS, sum3_completion, sum3_prompt
+
+ASSET_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny-sum3"
+
+
+def qwen_id(ch: str) -> int:
+    return 3 + QWEN_CHARS.index(ch)
+
+
+# --------------------------------------------------------------------------------------------
+# The saved tokenizer of the tiny model
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def saved_tokenizer():
+    return AutoTokenizer.from_pretrained(str(ASSET_DIR))
+
+
+@pytest.mark.parametrize(
+    "text",
+    list(SUM3_CHARS)
+    + [SUM3_CHARS, sum3_prompt(7, 85, 29), sum3_completion(7, 85, 29, "verbose", 8), sum3_prompt(0, 0, 0) + "0"],
+)
+def test_saved_tokenizer_round_trips_sum3_text_one_token_per_character_after_bos(saved_tokenizer, text):
+    ids = saved_tokenizer(text)["input_ids"]
+    assert len(ids) == len(text) + 1  # never empty: <bos> then one id per character
+    assert ids[0] == saved_tokenizer.bos_token_id
+    assert saved_tokenizer.decode(ids, skip_special_tokens=True) == text
+
+
+def test_saved_tokenizer_gives_each_sum3_character_its_own_non_special_id(saved_tokenizer):
+    ids = {ch: saved_tokenizer(ch, add_special_tokens=False)["input_ids"] for ch in SUM3_CHARS}
+    assert all(len(v) == 1 for v in ids.values()), ids
+    flat = [v[0] for v in ids.values()]
+    assert len(set(flat)) == len(SUM3_CHARS)
+    specials = {saved_tokenizer.pad_token_id, saved_tokenizer.bos_token_id, saved_tokenizer.eos_token_id}
+    assert len(specials) == 3
+    assert specials.isdisjoint(flat)
+
+
+def test_saved_tokenizer_special_tokens_match_the_model_config(saved_tokenizer, tiny_policy):
+    model, _ = tiny_policy
+    assert saved_tokenizer.pad_token == "<pad>"
+    assert saved_tokenizer.bos_token == "<bos>"
+    assert saved_tokenizer.eos_token == "<eos>"
+    assert saved_tokenizer.eos_token_id == model.config.eos_token_id
+    assert saved_tokenizer.bos_token_id == model.config.bos_token_id
+    assert saved_tokenizer.pad_token_id == model.config.pad_token_id
+    assert len(saved_tokenizer) <= model.config.vocab_size
+
+
+# --------------------------------------------------------------------------------------------
+# load_policy
+# --------------------------------------------------------------------------------------------
+
+
+def test_load_policy_tiny_sum3_is_a_float32_llama_on_cpu_with_left_padding(tiny_policy):
+    model, tok = tiny_policy
+    assert isinstance(model, LlamaForCausalLM)
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert all(p.device.type == "cpu" for p in model.parameters())
+    assert tok.padding_side == "left"
+    assert model.generation_config.pad_token_id == tok.pad_token_id
+
+
+def test_resolve_model_path_maps_the_default_name_to_the_assets_and_passes_others_through():
+    assert Path(resolve_model_path("tiny-sum3")).resolve() == ASSET_DIR
+    assert resolve_model_path("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def test_tiny_tokenizer_left_pads_a_batch_of_prompts_of_different_lengths(tiny_policy):
+    _, tok = tiny_policy
+    ids, mask = encode_prompts(tok, ["1+2=", "07+85+29="])
+    # Row 0: 5 real tokens (<bos> and 4 characters) after 5 pads; row 1: 10 real tokens.
+    assert ids.shape == mask.shape == (2, 10)
+    assert mask[0].tolist() == [0] * 5 + [1] * 5
+    assert mask[1].tolist() == [1] * 10
+    assert ids[0, :5].tolist() == [tok.pad_token_id] * 5
+    assert ids[0, 5] == tok.bos_token_id and ids[1, 0] == tok.bos_token_id
+    assert tok.decode(ids[0], skip_special_tokens=True) == "1+2="
+
+
+def test_load_policy_on_a_local_qwen2_folder_loads_model_and_chat_tokenizer(tiny_qwen_dir):
+    model, tok = load_policy(str(tiny_qwen_dir), device="cpu")
+    assert isinstance(model, Qwen2ForCausalLM)
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert tok.padding_side == "left"
+    assert tok.chat_template is not None
+    assert (tok.pad_token_id, tok.bos_token_id, tok.eos_token_id) == (0, 1, 2)
+    ids = tok("ab?9", add_special_tokens=False)["input_ids"]
+    assert ids == [qwen_id("a"), qwen_id("b"), qwen_id("?"), qwen_id("9")]
+    out = model(input_ids=torch.tensor([[1] + ids]))
+    assert out.logits.shape == (1, 5, 3 + len(QWEN_CHARS))
+
+
+# --------------------------------------------------------------------------------------------
+# encode_prompts with and without the chat template
+# --------------------------------------------------------------------------------------------
+
+
+def test_encode_prompts_chat_applies_the_template_without_adding_bos(tiny_qwen_dir):
+    _, tok = load_policy(str(tiny_qwen_dir), device="cpu")
+    ids, mask = encode_prompts(tok, ["ab", "xyz?"], chat=True)
+    # The template writes the content, then '>' as the generation prompt: "ab>" and "xyz?>".
+    want0 = [0, 0] + [qwen_id(c) for c in "ab>"]
+    want1 = [qwen_id(c) for c in "xyz?>"]
+    assert ids.tolist() == [want0, want1]
+    assert mask.tolist() == [[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]]
+
+
+def test_encode_prompts_chat_puts_the_system_message_first(tiny_qwen_dir):
+    _, tok = load_policy(str(tiny_qwen_dir), device="cpu")
+    ids, _ = encode_prompts(tok, ["ab"], chat=True, system="sys")
+    assert ids.tolist() == [[qwen_id(c) for c in "sysab>"]]
+
+
+def test_encode_prompts_without_chat_adds_bos_and_no_template(tiny_qwen_dir):
+    _, tok = load_policy(str(tiny_qwen_dir), device="cpu")
+    ids, _ = encode_prompts(tok, ["ab"], chat=False)
+    assert ids.tolist() == [[1, qwen_id("a"), qwen_id("b")]]
+
+
+def test_encode_prompts_chat_with_a_tokenizer_without_template_raises(tiny_policy):
+    _, tok = tiny_policy
+    assert tok.chat_template is None
+    with pytest.raises(ValueError, match="chat"):
+        encode_prompts(tok, ["07+85+29="], chat=True)
+
+
+def test_encode_prompts_rejects_an_empty_list(tiny_policy):
+    _, tok = tiny_policy
+    with pytest.raises(ValueError, match="prompts"):
+        encode_prompts(tok, [])
+
+
+def test_build_char_tokenizer_rejects_repeated_characters():
+    with pytest.raises(ValueError, match="chars"):
+        build_char_tokenizer("0123401")

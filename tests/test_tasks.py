@@ -1,0 +1,295 @@
+"""Tests for ``grpo_lab.tasks``: the ``sum3`` task (prompts, completions, reward, formats, splits),
+the GSM8K-style reward and the offline word problems, and ``get_task``.
+
+Expected values come from the task's definition in the module docstring, worked out by hand
+(e.g. 07+85+29: 07+85 = 92, 92+29 = 121), never from running the code under test.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from grpo_lab.tasks import (
+    FORMATS,
+    MAX_FILLER,
+    SUM3_CHARS,
+    get_task,
+    gsm8k_reward,
+    last_number,
+    sum3_completion,
+    sum3_dataset,
+    sum3_format,
+    sum3_prompt,
+    sum3_reward,
+    synthetic_word_problems,
+)
+
+# --------------------------------------------------------------------------------------------
+# sum3: prompts and the reference completions
+# --------------------------------------------------------------------------------------------
+
+
+def test_sum3_prompt_zero_pads_each_operand_to_two_digits():
+    assert sum3_prompt(7, 85, 29) == "07+85+29="
+    assert sum3_prompt(0, 0, 0) == "00+00+00="
+    assert sum3_prompt(99, 9, 10) == "99+09+10="
+
+
+@pytest.mark.parametrize("args, name", [((100, 0, 0), "a"), ((0, -1, 0), "b"), ((0, 0, 100), "c")])
+def test_sum3_prompt_rejects_operands_outside_0_99_naming_the_operand(args, name):
+    with pytest.raises(ValueError, match=rf"^{name} must be in \[0, 99\]"):
+        sum3_prompt(*args)
+
+
+@pytest.mark.parametrize(
+    "operands, fmt, filler, expected",
+    [
+        ((7, 85, 29), "direct", 0, "121"),
+        ((7, 85, 29), "short", 0, "92,121"),
+        ((7, 85, 29), "verbose", 0, "07+85=92,92+29=121"),
+        ((7, 85, 29), "direct", 3, "...121"),
+        ((7, 85, 29), "verbose", 2, "..07+85=92,92+29=121"),
+        ((0, 0, 0), "verbose", 0, "00+00=0,0+00=0"),
+        ((5, 3, 1), "short", 1, ".8,9"),
+        ((99, 99, 99), "short", MAX_FILLER, "........198,297"),
+        ((99, 99, 99), "verbose", 0, "99+99=198,198+99=297"),
+    ],
+)
+def test_sum3_completion_matches_hand_written_strings(operands, fmt, filler, expected):
+    assert sum3_completion(*operands, fmt, filler) == expected
+
+
+@pytest.mark.parametrize("operands", [(7, 85, 29), (0, 0, 0), (99, 99, 99), (50, 49, 1), (10, 0, 90)])
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("filler", [0, 1, MAX_FILLER])
+def test_every_reference_completion_earns_reward_1_and_is_classified_as_its_format(operands, fmt, filler):
+    text = sum3_completion(*operands, fmt, filler)
+    assert set(text) <= set(SUM3_CHARS)
+    assert sum3_reward(text, sum(operands)) == 1.0
+    assert sum3_format(text) == fmt
+
+
+def test_sum3_completion_rejects_unknown_format_and_filler_out_of_range():
+    with pytest.raises(ValueError, match="fmt"):
+        sum3_completion(1, 2, 3, "chatty")
+    with pytest.raises(ValueError, match="filler"):
+        sum3_completion(1, 2, 3, "direct", MAX_FILLER + 1)
+    with pytest.raises(ValueError, match="filler"):
+        sum3_completion(1, 2, 3, "direct", -1)
+
+
+# --------------------------------------------------------------------------------------------
+# sum3_reward on fixed completions (answer 121 = 07+85+29)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "121",
+        "92,121",
+        "07+85=92,92+29=121",
+        ".121",
+        "........121",
+        "...92,121",
+        "........07+85=92,92+29=121",
+    ],
+)
+def test_sum3_reward_is_1_for_the_right_answer_in_every_format_with_and_without_filler(completion):
+    assert sum3_reward(completion, 121) == 1.0
+    assert sum3_reward(completion, 121, finished=True) == 1.0
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "120",  # wrong sum
+        "92,122",
+        "07+85=92,92+29=122",
+        "...120",
+        "",  # empty
+        "...",  # filler only, no number
+        "+=,",  # no digits at all
+        "121,",  # trailing garbage after the answer
+        "121.",
+        "121+",
+        "121=",
+        "121,92",  # the right number, but not the last one
+        "07+85=121,121+29=150",
+        "1210",  # the right digits inside a bigger number
+    ],
+)
+def test_sum3_reward_is_0_for_wrong_empty_malformed_or_misplaced_answers(completion):
+    assert sum3_reward(completion, 121) == 0.0
+
+
+@pytest.mark.parametrize("completion", ["121", "92,121", "07+85=92,92+29=121", "....121"])
+def test_sum3_reward_is_0_for_a_truncated_completion_even_when_the_answer_is_right(completion):
+    assert sum3_reward(completion, 121, finished=False) == 0.0
+
+
+def test_last_number_returns_the_last_integer_or_none():
+    assert last_number("07+85=92,92+29=121") == 121
+    assert last_number("a1b22c") == 22
+    assert last_number("x -3") == -3
+    assert last_number("...") is None
+    assert last_number("") is None
+
+
+# --------------------------------------------------------------------------------------------
+# sum3_format
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "completion, fmt",
+    [
+        ("121", "direct"),
+        ("....121", "direct"),
+        ("7", "direct"),
+        ("92,121", "short"),
+        ("..92,121", "short"),
+        ("07+85=92,92+29=121", "verbose"),
+        ("........07+85=92,92+29=121", "verbose"),
+        ("", "other"),
+        ("...", "other"),
+        ("121,", "other"),
+        ("92,121,5", "other"),
+        ("07+85=92", "other"),  # half a verbose answer
+        ("07+85=92,92+29=", "other"),
+        ("1.21", "other"),  # dots after the first digit are not filler
+        ("121...", "other"),
+    ],
+)
+def test_sum3_format_classifies_completions_ignoring_leading_filler(completion, fmt):
+    assert sum3_format(completion) == fmt
+
+
+# --------------------------------------------------------------------------------------------
+# sum3_dataset: columns, answers, determinism, disjoint splits
+# --------------------------------------------------------------------------------------------
+
+
+def _operand_set(ds):
+    return {tuple(o) for o in ds["operands"]}
+
+
+def test_sum3_dataset_rows_are_consistent_prompt_answer_and_operands():
+    ds = sum3_dataset("train", n=200, seed=0)
+    assert len(ds) == 200
+    assert set(ds.column_names) == {"prompt", "answer", "operands"}
+    for prompt, answer, ops in zip(ds["prompt"], ds["answer"], ds["operands"]):
+        m = re.fullmatch(r"(\d\d)\+(\d\d)\+(\d\d)=", prompt)
+        assert m is not None, prompt
+        a, b, c = (int(x) for x in m.groups())
+        assert [a, b, c] == list(ops)
+        assert all(0 <= v <= 99 for v in ops)
+        assert answer == a + b + c
+
+
+def test_sum3_dataset_is_deterministic_for_a_seed():
+    assert sum3_dataset("train", 64, seed=5).to_dict() == sum3_dataset("train", 64, seed=5).to_dict()
+    assert sum3_dataset("test", 64, seed=5).to_dict() == sum3_dataset("test", 64, seed=5).to_dict()
+    assert sum3_dataset("train", 64, seed=5)["prompt"] != sum3_dataset("train", 64, seed=6)["prompt"]
+
+
+def test_sum3_train_and_test_splits_share_no_operand_triple():
+    train = _operand_set(sum3_dataset("train", 4096, seed=0))
+    test = _operand_set(sum3_dataset("test", 512, seed=0))
+    assert len(test) > 100 and len(train) > 1000
+    assert train.isdisjoint(test)
+
+
+def test_sum3_test_split_is_disjoint_from_the_train_split_of_another_seed():
+    assert _operand_set(sum3_dataset("train", 2048, seed=1)).isdisjoint(_operand_set(sum3_dataset("test", 256, seed=0)))
+
+
+def test_sum3_dataset_rejects_bad_split_and_size():
+    with pytest.raises(ValueError, match="split"):
+        sum3_dataset("validation", 4)
+    with pytest.raises(ValueError, match="n must be"):
+        sum3_dataset("train", 0)
+
+
+# --------------------------------------------------------------------------------------------
+# GSM8K-style reward and the offline word problems
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "completion, answer, expected",
+    [
+        ("Ada has 6 boxes of 7. 6 * 7 = 42. #### 42", 42, 1.0),
+        ("6 * 7 = 42. #### 42", 41, 0.0),
+        ("First 40, then 2 more. #### 42", 42, 1.0),
+        ("#### 40 ... wait, #### 42", 42, 1.0),  # the last '####' counts
+        ("#### 1,234", 1234, 1.0),  # thousands separator
+        ("The total is 1,234", 1234, 1.0),  # no '####': the last number
+        ("So the answer is 42", 42, 1.0),
+        ("#### -5", -5, 1.0),
+        ("no number here", 42, 0.0),
+        ("####", 42, 0.0),
+        ("", 0, 0.0),
+    ],
+)
+def test_gsm8k_reward_reads_the_number_after_the_last_marker_else_the_last_number(completion, answer, expected):
+    assert gsm8k_reward(completion, answer) == expected
+
+
+def test_gsm8k_reward_takes_the_number_right_after_the_marker_not_a_later_one():
+    # The docstring: "the number after the last '####'". Text after the answer must not replace it.
+    assert gsm8k_reward("#### 42 (6 boxes of 7)", 42) == 1.0
+
+
+def test_gsm8k_reward_is_0_when_not_finished():
+    assert gsm8k_reward("#### 42", 42, finished=False) == 0.0
+
+
+_WORDS = re.compile(r"(\w+) has (\d+) (\w+) and finds (\d+) more\. Then \1 gets (\d+) times that many in all\. How many \3 does \1 have\?")
+
+
+def test_synthetic_word_problem_answers_follow_the_stated_arithmetic():
+    ds = synthetic_word_problems(n=100, seed=0)
+    assert len(ds) == 100
+    assert set(ds.column_names) == {"prompt", "answer"}
+    for prompt, answer in zip(ds["prompt"], ds["answer"]):
+        m = _WORDS.fullmatch(prompt)
+        assert m is not None, prompt
+        a, b, c = int(m.group(2)), int(m.group(4)), int(m.group(5))
+        assert answer == (a + b) * c
+        assert gsm8k_reward(f"{a}+{b}={a + b}, times {c}. #### {answer}", answer) == 1.0
+
+
+def test_synthetic_word_problems_are_deterministic_for_a_seed():
+    assert synthetic_word_problems(20, seed=3).to_dict() == synthetic_word_problems(20, seed=3).to_dict()
+
+
+# --------------------------------------------------------------------------------------------
+# get_task
+# --------------------------------------------------------------------------------------------
+
+
+def test_get_task_sum3_has_the_requested_splits_and_the_sum3_reward():
+    task = get_task("sum3", n_train=32, n_test=8)
+    assert task.name == "sum3"
+    assert (len(task.train), len(task.test)) == (32, 8)
+    assert task.reward_fn is sum3_reward
+    assert task.chat is False
+    assert _operand_set(task.train).isdisjoint(_operand_set(task.test))
+
+
+def test_get_task_words_is_a_chat_task_graded_like_gsm8k():
+    task = get_task("words", n_train=16, n_test=4)
+    assert task.chat is True
+    assert task.reward_fn is gsm8k_reward
+    assert (len(task.train), len(task.test)) == (16, 4)
+
+
+def test_get_task_with_an_unknown_name_raises_listing_the_valid_names():
+    with pytest.raises(ValueError) as err:
+        get_task("sum4")
+    message = str(err.value)
+    for name in ("sum3", "words", "gsm8k", "sum4"):
+        assert name in message

@@ -1,0 +1,478 @@
+"""Tests for ``grpo_lab.trainer`` and ``grpo_lab.algorithms``: every preset trains and reports its
+metrics; each preset differs from GRPO in exactly the fields ``shared/ALGORITHMS.md`` describes;
+runs are reproducible and resumable; the non-finite guard skips and counts; ``kl_stop`` stops and
+saves; DAPO's dynamic sampling, GFPO's shortest-k filter and PPO's critic do what they say; bad
+configurations raise ``ValueError`` naming the field.
+
+All runs are tiny (a few prompts, 1-3 steps). Expected rewards, penalties and advantages are
+recomputed here from their definitions (the sum3 reward on the decoded prompt, DAPO eq. 13, the
+GFPO retained-set statistics), not pasted from the trainer's output.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+
+import pytest
+import torch
+
+import grpo_lab.trainer as trainer_mod
+from grpo_lab.algorithms import PRESETS, Algorithm, get_algorithm
+from grpo_lab.tasks import sum3_reward
+from grpo_lab.trainer import TrainConfig, Trainer, ValueModel
+
+TIMING_KEYS = {"wall_seconds", "step_seconds", "rollout_seconds", "tokens_per_second"}
+DOCUMENTED_KEYS = {
+    "accuracy", "reward_mean", "reward_std_within_group", "zero_std_frac", "kl", "entropy", "length_mean",
+    "length_correct", "length_wrong", "clip_frac_low", "clip_frac_high", "ratio_mean", "grad_norm",
+    "tokens_per_second", "wall_seconds",
+}  # fmt: skip
+SMALL = dict(prompts_per_step=2, group_size=4, max_new_tokens=12)
+
+
+@pytest.fixture
+def make_trainer(fresh_policy, small_task):
+    def make(algo="grpo", **kwargs):
+        cfg = TrainConfig(algo=algo, **(SMALL | kwargs))
+        model, tok = fresh_policy()
+        return Trainer(cfg, model=model, tokenizer=tok, task=small_task)
+
+    return make
+
+
+def weights(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def same_weights(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def same_value(x, y) -> bool:
+    if isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y):
+        return True
+    return x == y
+
+
+def assert_same_history(h1: list[dict], h2: list[dict]):
+    assert len(h1) == len(h2)
+    for step, (a, b) in enumerate(zip(h1, h2), start=1):
+        ka, kb = set(a) - TIMING_KEYS, set(b) - TIMING_KEYS
+        assert ka == kb, f"step {step}: keys differ {ka ^ kb}"
+        diff = {k: (a[k], b[k]) for k in ka if not same_value(a[k], b[k])}
+        assert not diff, f"step {step}: {diff}"
+
+
+def prompt_answers(tok, ro) -> list[int]:
+    """The sum3 answer of each row, from its decoded prompt ("07+85+29=" -> 121)."""
+    out = []
+    for text in tok.batch_decode(ro.prompt_ids, skip_special_tokens=True):
+        m = re.fullmatch(r"(\d\d)\+(\d\d)\+(\d\d)=", text)
+        assert m is not None, text
+        out.append(sum(int(x) for x in m.groups()))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Every preset trains
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algo", sorted(PRESETS))
+def test_every_preset_trains_two_steps_with_finite_documented_metrics(make_trainer, algo):
+    trainer = make_trainer(algo)
+    history = trainer.train(2, progress=False)
+    assert [m["step"] for m in history] == [1, 2]
+    assert trainer.step == 2
+    for m in history:
+        assert "skipped" not in m, m.get("skipped")
+        missing = DOCUMENTED_KEYS - set(m)
+        assert not missing, missing
+        for k in DOCUMENTED_KEYS - {"length_correct", "length_wrong"}:
+            assert math.isfinite(m[k]), (k, m[k])
+        # Lengths of right/wrong answers exist exactly when there are right/wrong answers.
+        assert math.isfinite(m["length_correct"]) == (m["accuracy"] > 0)
+        assert math.isfinite(m["length_wrong"]) == (m["accuracy"] < 1)
+        assert 0.0 <= m["accuracy"] <= 1.0
+        assert 0.0 <= m["zero_std_frac"] <= 1.0
+        assert 1.0 <= m["length_mean"] <= SMALL["max_new_tokens"]
+        assert m["entropy"] >= 0 and m["grad_norm"] >= 0
+        assert m["updates"] >= 1 and m["skipped_updates"] == 0
+    assert history[0]["wall_seconds"] <= history[1]["wall_seconds"]
+
+
+# --------------------------------------------------------------------------------------------
+# The presets as differences from GRPO (shared/ALGORITHMS.md)
+# --------------------------------------------------------------------------------------------
+
+EXPECTED_CHANGES = {
+    "grpo": {},
+    # Section 4: no std division, constant normaliser (token sum / L_MAX), nothing else.
+    "dr_grpo": {"scale": "none", "aggregation": "seq_mean_token_sum_norm"},
+    # Section 5: clip-higher 0.2/0.28, dynamic sampling, token-level loss, soft overlong punishment
+    # (no overlong filtering: the best runs did not use it; no KL: GRPO's lab default is already 0).
+    "dapo": {"clip_high": 0.28, "dynamic_sampling": True, "aggregation": "token_mean", "overlong_penalty": True},
+    # Section 6: sequence-level ratio, clip ranges 3e-4 / 4e-4, several mini-batches per rollout
+    # (fully on-policy GSPO is GRPO).
+    "gspo": {"ratio_level": "sequence", "clip_low": 3e-4, "clip_high": 4e-4, "minibatches": 2},
+    # Section 7: sample G > k, keep the shortest k, statistics over the retained set, token mean.
+    "gfpo": {"advantage": "gfpo", "aggregation": "token_mean", "gfpo_group_size": 16},
+    # Section 1: a critic with GAE, the KL folded into the reward as k1 with TRL's kl_coef 0.05,
+    # token-mean surrogate; plus the lab's critic warm-up.
+    "ppo": {"advantage": "gae", "aggregation": "token_mean", "beta": 0.05, "kl_kind": "k1", "kl_in_reward": True,
+            "critic_warmup_steps": 4},
+}  # fmt: skip
+
+
+def test_the_expected_changes_cover_every_preset():
+    assert set(EXPECTED_CHANGES) == set(PRESETS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_CHANGES))
+def test_each_preset_changes_exactly_the_fields_its_algorithm_implies(name):
+    assert PRESETS[name].name == name
+    assert PRESETS[name].changes_from_grpo() == EXPECTED_CHANGES[name]
+
+
+def test_grpo_defaults_follow_the_reference_sheet():
+    g = PRESETS["grpo"]
+    assert (g.advantage, g.scale, g.ratio_level, g.aggregation) == ("group", "group", "token", "seq_mean_token_mean")
+    assert (g.clip_low, g.clip_high, g.kl_kind, g.beta) == (0.2, None, "k3", 0.0)
+
+
+def test_ppo_preset_uses_the_rlhf_ppo_defaults():
+    p = PRESETS["ppo"]
+    # ALGORITHMS.md section 1, "RLHF PPO" column: gamma 1, lambda 0.95, c_v 0.1, eps_v 0.2, eps 0.2.
+    assert (p.gamma, p.lam, p.vf_coef, p.value_clip, p.clip_low) == (1.0, 0.95, 0.1, 0.2, 0.2)
+
+
+def test_with_changes_one_field_and_rejects_unknown_fields():
+    a = PRESETS["grpo"].with_(clip_high=0.28)
+    assert a.changes_from_grpo() == {"clip_high": 0.28}
+    with pytest.raises(ValueError, match="nonsense_field"):
+        PRESETS["grpo"].with_(nonsense_field=1)
+
+
+def test_get_algorithm_rejects_unknown_names_and_applies_overrides():
+    assert get_algorithm("dapo", clip_high=0.3).clip_high == 0.3
+    with pytest.raises(ValueError, match="algo"):
+        get_algorithm("nope")
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"scale": "huge"}, "scale"),
+        ({"aggregation": "median"}, "aggregation"),
+        ({"clip_low": -0.1}, "clip_low"),
+        ({"minibatches": 0}, "minibatches"),
+        ({"beta": -1.0}, "beta"),
+        ({"advantage": "gfpo"}, "gfpo_group_size"),
+    ],
+)
+def test_algorithm_rejects_bad_fields_naming_them(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        Algorithm(**kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# Reproducibility and resume
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algo", ["grpo", "gspo"])
+def test_two_trainers_with_the_same_seed_give_identical_histories_and_weights(make_trainer, algo):
+    a = make_trainer(algo, seed=3, lr=1e-3)
+    b = make_trainer(algo, seed=3, lr=1e-3)
+    a.train(2, progress=False)
+    b.train(2, progress=False)
+    assert_same_history(a.history, b.history)
+    assert same_weights(weights(a.model), weights(b.model))
+
+
+@pytest.mark.parametrize("algo, extra", [("grpo", {}), ("ppo", {"algo_overrides": {"critic_warmup_steps": 1}})])
+def test_save_and_resume_continues_exactly_like_an_uninterrupted_run(make_trainer, small_task, tmp_path, algo, extra):
+    straight = make_trainer(algo, seed=1, lr=1e-3, **extra)
+    straight.train(3, progress=False)
+
+    first = make_trainer(algo, seed=1, lr=1e-3, **extra)
+    start = weights(first.model)
+    first.train(2, progress=False)
+    first.save(tmp_path / "run")
+    resumed = Trainer.resume(tmp_path / "run", task=small_task)
+    assert resumed.step == 2
+    resumed.train(1, progress=False)
+
+    assert resumed.step == 3
+    assert_same_history(resumed.history, straight.history)
+    assert same_weights(weights(resumed.model), weights(straight.model))
+    assert not same_weights(weights(resumed.model), start)  # the run did train
+    if algo == "ppo":
+        assert same_weights(weights(resumed.critic), weights(straight.critic))
+
+
+def test_resume_rejects_a_folder_without_trainer_state(tmp_path):
+    with pytest.raises(ValueError, match="path"):
+        Trainer.resume(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------
+# The non-finite guard
+# --------------------------------------------------------------------------------------------
+
+
+def _nan_logps(monkeypatch):
+    real = trainer_mod.token_logps
+
+    def fake(*args, **kwargs):
+        logp, ent = real(*args, **kwargs)
+        if torch.is_grad_enabled():  # only the update's pass; rollout/ref/old passes stay finite
+            logp = logp * float("nan")
+        return logp, ent
+
+    monkeypatch.setattr(trainer_mod, "token_logps", fake)
+
+
+def _nan_loss(monkeypatch):
+    real = trainer_mod.policy_loss
+
+    def fake(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        return loss * float("nan"), stats
+
+    monkeypatch.setattr(trainer_mod, "policy_loss", fake)
+
+
+def _nan_grad(monkeypatch):
+    real = trainer_mod.policy_loss
+
+    def fake(logp, *args, **kwargs):
+        loss, stats = real(logp, *args, **kwargs)
+        # Adds exactly 0 to the loss, but d sqrt(x)/dx at x = 0 is infinite: the gradient is NaN.
+        return loss + torch.sqrt(logp.sum() * 0.0), stats
+
+    monkeypatch.setattr(trainer_mod, "policy_loss", fake)
+
+
+@pytest.mark.parametrize("sabotage", [_nan_logps, _nan_loss, _nan_grad], ids=["nan_logp", "nan_loss", "nan_grad"])
+def test_a_non_finite_update_is_skipped_counted_and_leaves_the_weights_alone(make_trainer, monkeypatch, sabotage):
+    trainer = make_trainer("grpo", lr=1e-2, algo_overrides={"entropy_coef": 0.01})
+    before = weights(trainer.model)
+    sabotage(monkeypatch)
+    m = trainer.train(1, progress=False)[-1]
+    assert m["skipped_updates"] == 1
+    assert m["updates"] == 0
+    assert trainer.skipped_steps == 1
+    assert m["skipped_steps_total"] == 1
+    assert trainer.step == 1
+    assert same_weights(weights(trainer.model), before)
+    assert len(trainer.opt.state) == 0  # the optimiser never stepped
+
+    monkeypatch.undo()  # the next, healthy step trains (the entropy bonus guarantees a gradient)
+    m2 = trainer.train(1, progress=False)[-1]
+    assert (m2["updates"], m2["skipped_updates"]) == (1, 0)
+    assert not same_weights(weights(trainer.model), before)
+    assert trainer.skipped_steps == 1
+
+
+# --------------------------------------------------------------------------------------------
+# kl_stop
+# --------------------------------------------------------------------------------------------
+
+
+def test_kl_stop_ends_the_run_early_and_saves_a_resumable_checkpoint(make_trainer, small_task, tmp_path):
+    trainer = make_trainer("grpo", lr=5e-2, kl_stop=1e-9, algo_overrides={"entropy_coef": 0.05})
+    history = trainer.train(4, progress=False, checkpoint_dir=tmp_path / "ckpt")
+    assert len(history) < 4
+    assert trainer.stop_reason is not None and "kl_stop" in trainer.stop_reason
+    assert history[-1]["kl"] > 1e-9
+    assert all(m["kl"] <= 1e-9 for m in history[:-1])
+    assert (tmp_path / "ckpt" / "trainer_state.pt").exists()
+    assert (tmp_path / "ckpt" / "policy" / "config.json").exists()
+    resumed = Trainer.resume(tmp_path / "ckpt", task=small_task)
+    assert resumed.step == len(history)
+    assert resumed.stop_reason == trainer.stop_reason
+    assert same_weights(weights(resumed.model), weights(trainer.model))
+
+
+def test_without_kl_stop_the_run_takes_every_step(make_trainer):
+    trainer = make_trainer("grpo", lr=5e-2, algo_overrides={"entropy_coef": 0.05})
+    assert len(trainer.train(2, progress=False)) == 2
+    assert trainer.stop_reason is None
+
+
+# --------------------------------------------------------------------------------------------
+# collect(): rewards, DAPO dynamic sampling, GFPO shortest-k
+# --------------------------------------------------------------------------------------------
+
+
+def test_grpo_collect_scores_each_row_with_the_sum3_reward_of_its_prompt(make_trainer):
+    trainer = make_trainer("grpo", prompts_per_step=3, group_size=3)
+    ro, correct, rewards, adv, info = trainer.collect()
+    assert ro.completion_ids.shape[0] == 9
+    answers = prompt_answers(trainer.tokenizer, ro)
+    want = [sum3_reward(t, a, bool(f)) for t, a, f in zip(ro.texts, answers, ro.finished.tolist())]
+    assert correct.tolist() == want
+    assert rewards.tolist() == want  # GRPO adds no shaping
+    assert adv is None
+    assert info["gen_rounds"] == 1
+    groups = [want[g * 3 : g * 3 + 3] for g in range(3)]
+    assert info["zero_std_frac"] == pytest.approx(sum(len(set(g)) == 1 for g in groups) / 3)
+    assert info["reward_std_within_group"] == pytest.approx(sum(statistics.stdev(g) for g in groups) / 3, abs=1e-6)
+
+
+def _dapo_penalty(length: int, max_len: int, cache: int) -> float:
+    # DAPO eq. 13.
+    if length <= max_len - cache:
+        return 0.0
+    if length <= max_len:
+        return ((max_len - cache) - length) / cache
+    return -1.0
+
+
+def test_dapo_dynamic_sampling_trains_only_on_groups_with_mixed_rewards(make_trainer):
+    trainer = make_trainer("dapo", prompts_per_step=4, group_size=4, seed=2)
+    a = trainer.algo
+    ro, correct, rewards, adv, info = trainer.collect()
+    G = 4
+    assert adv is None
+    assert 1 <= info["gen_rounds"] <= a.max_gen_batches
+    n_groups = info["kept_groups"]
+    assert ro.completion_ids.shape[0] == correct.shape[0] == rewards.shape[0] == n_groups * G
+    assert n_groups <= 4
+    if n_groups < 4:
+        assert info["gen_rounds"] == a.max_gen_batches  # it gave up refilling only at the cap
+    answers = prompt_answers(trainer.tokenizer, ro)
+    for g in range(n_groups):
+        rows = range(g * G, g * G + G)
+        assert all(torch.equal(ro.prompt_ids[i], ro.prompt_ids[g * G]) for i in rows)
+        group_rewards = [float(rewards[i]) for i in rows]
+        assert max(group_rewards) > min(group_rewards), group_rewards
+    for i in range(n_groups * G):
+        c = sum3_reward(ro.texts[i], answers[i], bool(ro.finished[i]))
+        assert float(correct[i]) == c
+        want = c + _dapo_penalty(int(ro.lengths[i]), trainer.cfg.max_new_tokens, a.overlong_cache)
+        assert float(rewards[i]) == pytest.approx(want, abs=1e-6)
+
+
+def _gfpo_trainer(make_trainer):
+    return make_trainer("gfpo", prompts_per_step=2, group_size=2, seed=0, algo_overrides={"gfpo_group_size": 6})
+
+
+def test_gfpo_collect_keeps_the_k_shortest_of_each_sampled_group(make_trainer):
+    trainer = _gfpo_trainer(make_trainer)
+    ro, correct, rewards, adv, info = trainer.collect()
+    G, k = 6, 2
+    sampled_lengths = info["sampled"]["lengths"].tolist()
+    assert len(sampled_lengths) == 2 * G
+    assert ro.completion_ids.shape[0] == correct.shape[0] == adv.shape[0] == 2 * k
+    kept = ro.lengths.tolist()
+    for g in range(2):
+        group = sampled_lengths[g * G : g * G + G]
+        assert sorted(kept[g * k : g * k + k]) == sorted(group)[:k], (group, kept)
+        assert torch.equal(ro.prompt_ids[g * k], ro.prompt_ids[g * k + 1])
+    # Advantages: (R - mean) / population std over the retained set, 0 when it has no spread.
+    for g in range(2):
+        r = [float(x) for x in rewards[g * k : g * k + k]]
+        mu = sum(r) / k
+        sd = math.sqrt(sum((x - mu) ** 2 for x in r) / k)
+        want = [0.0 if sd == 0 else (x - mu) / sd for x in r]
+        assert [float(x) for x in adv[g * k : g * k + k]] == pytest.approx(want, abs=1e-4)
+
+
+def test_gfpo_collected_rollout_reports_the_number_kept_per_prompt_as_its_group_size(make_trainer):
+    # Rollout documents "rows g*G .. g*G+G-1 answer prompt g": after keeping k per prompt, G is k.
+    trainer = _gfpo_trainer(make_trainer)
+    ro, *_ = trainer.collect()
+    assert ro.completion_ids.shape[0] == 2 * 2
+    assert ro.group_size == 2
+
+
+# --------------------------------------------------------------------------------------------
+# PPO's critic
+# --------------------------------------------------------------------------------------------
+
+
+def test_ppo_has_a_separate_critic_and_a_finite_value_loss(make_trainer):
+    trainer = make_trainer("ppo", prompts_per_step=2, group_size=2)
+    assert isinstance(trainer.critic, ValueModel)
+    policy_ptrs = {p.data_ptr() for p in trainer.model.parameters()}
+    assert policy_ptrs.isdisjoint(p.data_ptr() for p in trainer.critic.parameters())
+    before = weights(trainer.model)
+    m = trainer.train(1, progress=False)[-1]
+    assert math.isfinite(m["value_loss"]) and m["value_loss"] >= 0
+    assert m["updates"] == 1
+    # Step 1 is inside the critic warm-up (critic_warmup_steps=4): the policy must not move.
+    assert same_weights(weights(trainer.model), before)
+
+
+def test_value_model_reads_one_value_per_completion_token_and_zero_on_padding(make_trainer):
+    trainer = make_trainer("ppo", prompts_per_step=2, group_size=2)
+    ro, *_ = trainer.collect()
+    with torch.no_grad():
+        v = trainer.critic(ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
+    assert v.shape == ro.completion_ids.shape
+    assert (v[ro.completion_mask == 0] == 0).all()
+
+
+def test_non_critic_algorithms_have_no_critic(make_trainer):
+    assert make_trainer("grpo").critic is None
+
+
+# --------------------------------------------------------------------------------------------
+# TrainConfig checks
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"steps": -1}, "steps"),
+        ({"steps": 1.5}, "steps"),
+        ({"steps": True}, "steps"),
+        ({"prompts_per_step": 0}, "prompts_per_step"),
+        ({"group_size": 0}, "group_size"),
+        ({"group_size": 1}, "group_size"),  # GRPO needs a spread within a group
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"temperature": -1.0}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"lr": 0.0}, "lr"),
+        ({"lr": -1e-3}, "lr"),
+        ({"lr": float("nan")}, "lr"),
+        ({"lr": float("inf")}, "lr"),
+        ({"kl_stop": 0.0}, "kl_stop"),
+        ({"kl_stop": -1.0}, "kl_stop"),
+        ({"algo": "nope"}, "algo"),
+        ({"algo_overrides": {"nonsense_field": 1}}, "nonsense_field"),
+        ({"algo_overrides": {"clip_low": -0.5}}, "clip_low"),
+        ({"algo": "gfpo", "group_size": 8, "algo_overrides": {"gfpo_group_size": 4}}, "gfpo_group_size"),
+    ],
+)
+def test_train_config_rejects_bad_values_naming_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        TrainConfig(**kwargs)
+
+
+def test_train_config_accepts_a_group_of_one_for_ppo():
+    assert TrainConfig(algo="ppo", group_size=1).group_size == 1
+
+
+def test_dapo_with_a_budget_below_the_overlong_cache_is_rejected_up_front_or_trains(make_trainer):
+    # DAPO's default overlong_cache is 8 tokens; a 4-token budget must either be refused by the
+    # config (naming the setting) or train, not fail in the middle of the first step.
+    try:
+        trainer = make_trainer("dapo", max_new_tokens=4)
+    except ValueError as err:
+        assert "max_new_tokens" in str(err) or "overlong_cache" in str(err)
+        return
+    m = trainer.train(1, progress=False)[-1]
+    assert m["step"] == 1
+
+
+def test_trainer_needs_the_tokenizer_with_a_given_model(fresh_policy, small_task):
+    model, _ = fresh_policy()
+    with pytest.raises(ValueError, match="tokenizer"):
+        Trainer(TrainConfig(**SMALL), model=model, task=small_task)
