@@ -23,6 +23,12 @@ lab: install
 
 test: install
 	$(PYTHON) -m pytest tests/ -q
+	$(PYTHON) -m pytest --nbval-lax notebooks/ -q --durations=0
 
+# Re-execute every notebook in place (commit them executed, so the plots read on GitHub).
 execute-notebooks:
-	$(PYTHON) -m jupyter nbconvert --to notebook --execute --inplace notebooks/*.ipynb
+	for nb in notebooks/[0-9]*.ipynb; do \
+		start=$$(date +%s); \
+		$(PYTHON) -m jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 "$$nb" || exit 1; \
+		echo "$$nb: $$(( $$(date +%s) - start )) s"; \
+	done

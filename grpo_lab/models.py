@@ -92,11 +92,20 @@ def load_policy(name_or_path: str = DEFAULT_MODEL, device: str | None = None, dt
     dev = pick_device(device)
     if dtype is None:
         dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    from transformers.utils import logging as hf_logging
+
     tokenizer = AutoTokenizer.from_pretrained(path)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(dev)
+    # A 1M-parameter model loads in milliseconds: its progress bar would only clutter a notebook.
+    bars_were_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(dev)
+    finally:
+        if bars_were_on:
+            hf_logging.enable_progress_bar()
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
 

@@ -1,0 +1,50 @@
+"""What only the notebooks need: a size profile chosen from the hardware, and committed histories.
+
+Profiles keep every notebook inside its time on a 2-core CPU and let it grow on a GPU:
+
+- ``cpu`` (default without CUDA): short runs that finish in a minute or two.
+- ``fast``: smaller still, for the browser test (nbval runs ``cpu``).
+- ``gpu`` (default with CUDA): longer runs and larger batches.
+
+Set ``GRPO_LAB_PROFILE`` to one of them to override the choice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from .models import ASSETS
+
+PROFILES = {
+    "fast": {"train_seconds": 8, "steps": 6, "prompts": 8, "group_size": 4, "n_eval": 64},
+    "cpu": {"train_seconds": 40, "steps": 40, "prompts": 16, "group_size": 8, "n_eval": 256},
+    "gpu": {"train_seconds": 120, "steps": 200, "prompts": 64, "group_size": 16, "n_eval": 1000},
+}
+HISTORIES = ASSETS / "histories"
+
+
+def profile_name() -> str:
+    name = os.environ.get("GRPO_LAB_PROFILE")
+    if name:
+        if name not in PROFILES:
+            raise ValueError(f"GRPO_LAB_PROFILE must be one of {', '.join(PROFILES)}; got {name!r}")
+        return name
+    return "gpu" if torch.cuda.is_available() else "cpu"
+
+
+def profile() -> dict:
+    """The sizes for this machine (a copy: change it freely)."""
+    return {"name": profile_name(), **PROFILES[profile_name()]}
+
+
+def load_history(name: str) -> dict:
+    """A run summary committed under ``assets/histories/NAME.json`` by the command line."""
+    path = HISTORIES / f"{name}.json"
+    if not path.exists():
+        available = sorted(p.stem for p in HISTORIES.glob("*.json"))
+        raise ValueError(f"name must be one of the committed histories {available}; got {name!r}")
+    return json.loads(path.read_text())
