@@ -108,7 +108,7 @@ def process_advantages(
     else:
         normed = (all_r - all_r.mean()) / (all_r.std() + eps)
     out, k = [], 0
-    for rs, ends, n in zip(step_rewards, step_ends, lengths):
+    for ends, n in zip(step_ends, lengths):
         adv = torch.zeros(n, dtype=torch.float64)
         for e in ends:
             norm = normed[k]

@@ -114,6 +114,16 @@ def sum3_reward(completion: str, answer: int, finished: bool = True) -> float:
     return 1.0 if last_number(text) == answer else 0.0
 
 
+def sum3_features(completion: str) -> dict[str, float]:
+    """What RL changes in a ``sum3`` completion besides correctness: filler dots and the format."""
+    fmt = sum3_format(completion)
+    return {
+        "filler": float(len(completion) - len(completion.lstrip("."))),
+        "verbose": float(fmt == "verbose"),
+        "direct": float(fmt == "direct"),
+    }
+
+
 def sum3_format(completion: str) -> str:
     """Which format a completion used, ignoring filler: 'direct', 'short', 'verbose' or 'other'."""
     body = completion.lstrip(".")
@@ -178,12 +188,14 @@ class Task:
     test: Dataset
     reward_fn: object  # (completion: str, answer: int, finished: bool) -> float
     chat: bool = False  # wrap prompts in the tokenizer's chat template (instruct models)
+    features: object = None  # optional (completion: str) -> dict[str, float], tracked for right and wrong answers
 
 
 def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int = 1024) -> Task:
     """The named task: ``sum3`` (the lab's), ``words`` (GSM8K-shaped, offline) or ``gsm8k`` (hub)."""
     if name == "sum3":
-        return Task("sum3", sum3_dataset("train", n_train, seed), sum3_dataset("test", n_test, seed), sum3_reward)
+        return Task("sum3", sum3_dataset("train", n_train, seed), sum3_dataset("test", n_test, seed), sum3_reward,
+                    features=sum3_features)
     if name == "words":
         return Task("words", synthetic_word_problems(n_train, seed), synthetic_word_problems(n_test, seed + 1), gsm8k_reward, chat=True)
     if name == "gsm8k":

@@ -196,7 +196,7 @@ class Trainer:
             adv = gfpo_advantages(rewards, keep, G)
             info["zero_std_frac"] = float(1 - dynamic_sampling_keep(correct, G).float().mean())
             info["reward_std_within_group"] = float(correct.view(-1, G).std(dim=1).mean())
-            info["sampled"] = {"correct": correct, "lengths": ro.lengths}
+            info["sampled"] = {"correct": correct, "lengths": ro.lengths, "texts": ro.texts}
             # Rejected responses get A = 0 and would add nothing but cost to the backward pass.
             # With adaptive k the number kept varies by prompt, so the batch has no single group size (0).
             kept_per_prompt = k if isinstance(k, int) else 0
@@ -247,9 +247,10 @@ class Trainer:
         ro, correct, rewards, adv, info = self.collect()
         t_rollout = time.perf_counter() - t0
         metrics = {"step": self.step + 1}
-        lengths = ro.lengths.float()
-        full = {"correct": correct, "lengths": ro.lengths} if "sampled" not in info else info.pop("sampled")
+        full = {"correct": correct, "lengths": ro.lengths, "texts": ro.texts} if "sampled" not in info else info.pop("sampled")
         metrics.update(self._batch_metrics(full["correct"], full["lengths"].float()))
+        if self.task.features is not None:
+            metrics.update(self._feature_metrics(full["texts"], full["correct"]))
         metrics["reward_mean"] = float(rewards.mean()) if rewards.numel() else float("nan")
         metrics["tokens_per_second"] = float(full["lengths"].sum()) / max(t_rollout, 1e-9)
         metrics["truncated_frac"] = float((~ro.finished).float().mean()) if ro.finished.numel() else 0.0
@@ -280,7 +281,6 @@ class Trainer:
         elif adv is None:
             adv = group_advantages(rewards, cfg.group_size, scale=a.scale)
 
-        B = ro.completion_ids.shape[0]
         rows = keep_rows.nonzero().flatten()
         perm_gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step)
         totals = {"loss": 0.0, "grad_norm": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "clip_frac": 0.0,
@@ -366,6 +366,18 @@ class Trainer:
         out.update(loss=loss.item(), grad_norm=grad_norm.item(), entropy=entropy.item())
         if v_loss is not None:
             out["value_loss"] = v_loss.item()
+        return out
+
+    def _feature_metrics(self, texts: list[str], correct: torch.Tensor) -> dict:
+        """The task's features (e.g. filler length, format) averaged over all, right and wrong answers."""
+        feats = [self.task.features(t) for t in texts]
+        out = {}
+        for name in feats[0] if feats else ():
+            vals = torch.tensor([f[name] for f in feats], dtype=torch.float64)
+            right = correct > 0.5
+            out[f"{name}_mean"] = float(vals.mean())
+            out[f"{name}_correct"] = float(vals[right].mean()) if right.any() else float("nan")
+            out[f"{name}_wrong"] = float(vals[~right].mean()) if (~right).any() else float("nan")
         return out
 
     @staticmethod
