@@ -11,6 +11,7 @@ import math
 import torch
 
 from .rollout import encode_prompts, sample_group
+from .tasks import score_completions
 
 HEALTH_METRICS = ("reward_mean", "reward_std_within_group", "kl", "length_mean", "entropy")
 
@@ -55,7 +56,7 @@ def evaluate(
         ids, mask = encode_prompts(tokenizer, chunk["prompt"], chat=task.chat, system=system, device=device)
         ro = sample_group(model, tokenizer, ids, mask, G, max_new_tokens, temperature, gen, greedy=greedy)
         answers = [a for a in chunk["answer"] for _ in range(G)]
-        rewards += [task.reward_fn(t, a, bool(f)) for t, a, f in zip(ro.texts, answers, ro.finished.tolist())]
+        rewards += score_completions(task.reward_fn, ro.texts, answers, ro.finished.tolist())
         lengths += ro.lengths.tolist()
         texts += ro.texts
     r = torch.tensor(rewards, dtype=torch.float64).view(-1, G)

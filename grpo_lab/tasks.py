@@ -136,6 +136,13 @@ def sum3_format(completion: str) -> str:
     return "other"
 
 
+def score_completions(reward_fn, texts: list[str], answers: list[int], finished: list[bool]) -> list[float]:
+    """``reward_fn`` on each decoded completion, with its answer and whether it ended with EOS."""
+    if not len(texts) == len(answers) == len(finished):
+        raise ValueError(f"texts, answers and finished must have one entry per completion, got {len(texts)}, {len(answers)} and {len(finished)}")
+    return [float(reward_fn(t, a, bool(f))) for t, a, f in zip(texts, answers, finished)]
+
+
 # --- GSM8K-style word problems (real models) ------------------------------------------------
 
 GSM8K_SYSTEM = "Solve the problem. Think step by step, then give the final answer after '####'."

@@ -29,7 +29,7 @@ from .metrics import evaluate
 from .models import load_policy, set_threads
 from .rewards import kl_shaped_rewards, soft_overlong_penalty
 from .rollout import Rollout, encode_prompts, sample_group, token_logps
-from .tasks import Task, get_task
+from .tasks import Task, get_task, score_completions
 
 
 @dataclass
@@ -160,7 +160,7 @@ class Trainer:
         ro = sample_group(self.model, self.tokenizer, ids, mask, group_size, self.cfg.max_new_tokens, self.cfg.temperature, self.sample_gen)
         answers = [a for a in rows["answer"] for _ in range(group_size)]
         correct = torch.tensor(
-            [self.task.reward_fn(t, a, bool(f)) for t, a, f in zip(ro.texts, answers, ro.finished.tolist())],
+            score_completions(self.task.reward_fn, ro.texts, answers, ro.finished.tolist()),
             dtype=torch.float32,
         )
         self.samples_generated += ro.completion_ids.shape[0]

@@ -78,12 +78,13 @@ def temperature_explorer(model, tokenizer, prompt: str, answer: int, reward_fn, 
     import ipywidgets as w
 
     from .rollout import encode_prompts, sample_group
+    from .tasks import score_completions
 
     def draw(temperature):
         ids, mask = encode_prompts(tokenizer, [prompt])
         gen = torch.Generator().manual_seed(seed)
         ro = sample_group(model, tokenizer, ids, mask, group_size, 32, temperature, gen)
-        rewards = torch.tensor([reward_fn(t, answer, bool(f)) for t, f in zip(ro.texts, ro.finished.tolist())])
+        rewards = torch.tensor(score_completions(reward_fn, ro.texts, [answer] * group_size, ro.finished.tolist()))
         adv = group_advantages(rewards, group_size)
         ent = float((ro.entropy * ro.completion_mask).sum() / ro.completion_mask.sum())
         viz.plot_group(ro.texts, rewards, adv, title=f"T = {temperature:.2f}: {int(rewards.sum())}/{group_size} right, "
