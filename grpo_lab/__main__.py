@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lr", type=_positive_float, default=1e-4)
     t.add_argument("--kl-stop", type=_positive_float, default=None, help="stop (and save) when KL exceeds this")
     t.add_argument("--seconds", type=_positive_float, default=None, help="stop after this much training time")
+    t.add_argument("--max-samples", type=_positive_int, default=None,
+                   help="stop once this many completions have been sampled (a sample budget)")
     t.add_argument("--n-eval", type=_positive_int, default=1000, help="held-out prompts for before/after accuracy")
     t.add_argument("--eval-every", type=_positive_int, default=None, help="also evaluate every N steps")
     t.add_argument("--save", metavar="DIR", help="save the trained run (policy + trainer state) here")
@@ -106,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training seconds per run (default: each algorithm's target budget: "
                         "grpo, dr_grpo, gspo 90; dapo 135; ppo, gfpo 180)")
     c.add_argument("--steps", type=_positive_int, default=100000, help="step cap per run")
+    c.add_argument("--max-samples", type=_positive_int, default=None,
+                   help="a sample budget instead of time budgets: every run stops once it has sampled this many completions")
+    c.add_argument("--pass-k", type=_positive_int, default=None,
+                   help="also measure pass@1..K of each trained policy (K samples per held-out prompt)")
     c.add_argument("--eval-every", type=_positive_int, default=20)
     c.add_argument("--n-eval", type=_positive_int, default=1000)
     c.add_argument("--out", default="runs/compare", help="folder for each run's JSON and the summary")
@@ -157,7 +163,7 @@ def _train(args) -> int:
             algo=args.algo, model=args.model, task=_default_task(args.model, args.task), steps=args.steps, seed=args.seed,
             prompts_per_step=args.prompts, group_size=args.group_size, max_new_tokens=args.max_new_tokens,
             temperature=args.temperature, lr=args.lr, kl_stop=args.kl_stop, max_seconds=args.seconds, device=args.device,
-            algo_overrides=dict(args.overrides),
+            max_samples=args.max_samples, algo_overrides=dict(args.overrides),
         )
         summary = run(cfg, n_eval=args.n_eval, progress=not args.quiet, eval_every=args.eval_every, save_dir=args.save)
         b, a = summary["before"], summary["after"]
@@ -191,6 +197,7 @@ def _eval(args) -> int:
         "greedy_mean_length": greedy["length_mean"],
         f"sampled_accuracy_t{args.temperature:g}": sampled["accuracy"],
         f"pass@{k}": sampled.get(f"pass@{k}", sampled["accuracy"]),
+        "pass_at_k": sampled.get("pass_at_k", {1: sampled["accuracy"]}),
         "examples": greedy["examples"],
     }
     print(f"{args.model}: greedy accuracy {out['greedy_accuracy']:.3f}, pass@{k} {out[f'pass@{k}']:.3f} "
@@ -204,10 +211,13 @@ def _compare(args) -> int:
     from .experiments import TIME_BUDGETS, compare
     from .trainer import save_json
 
-    budgets = {a: (args.seconds or TIME_BUDGETS[a]) for a in args.algos}
+    if args.max_samples is not None:  # a sample budget: no time budget unless one is asked for
+        budgets = {a: args.seconds for a in args.algos} if args.seconds else None
+    else:
+        budgets = {a: (args.seconds or TIME_BUDGETS[a]) for a in args.algos}
     extra = [x for k, v in args.overrides for x in ("--set", f"{k}={json.dumps(v)}")]
     result = compare(args.algos, args.seeds, budgets, args.steps, args.eval_every, args.n_eval, args.out, extra,
-                     progress=lambda line: print(line, flush=True))
+                     progress=lambda line: print(line, flush=True), max_samples=args.max_samples, pass_k=args.pass_k)
     save_json(result, f"{args.out}/summary.json")
     print(result["table"])
     return 0

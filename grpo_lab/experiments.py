@@ -9,6 +9,8 @@ evaluation does not decide.
 from __future__ import annotations
 
 import json
+import math
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,19 +36,43 @@ def tail_mean(history: list[dict], key: str, n: int = 10) -> float | None:
 
 
 def run_one(algo: str, seed: int, seconds: float | None, steps: int, eval_every: int, n_eval: int, out: Path,
-            extra: list[str] | None = None, quiet: bool = True) -> dict:
-    """One training run in a fresh process; returns its JSON summary."""
+            extra: list[str] | None = None, quiet: bool = True, max_samples: int | None = None,
+            pass_k: int | None = None) -> dict:
+    """One training run in a fresh process; returns its JSON summary.
+
+    ``max_samples`` stops the run once that many completions were sampled (a sample budget).
+    ``pass_k`` also measures the trained policy's pass@1..k (``k`` samples per held-out prompt at
+    T = 1, in a second process) and stores the curve in the summary under ``"pass_at_k"``.
+    """
+    out = Path(out)
     cmd = [sys.executable, "-m", "grpo_lab", "train", "--algo", algo, "--seed", str(seed), "--steps", str(steps),
            "--eval-every", str(eval_every), "--n-eval", str(n_eval), "--json", str(out)]
     if seconds is not None:
         cmd += ["--seconds", str(seconds)]
+    if max_samples is not None:
+        cmd += ["--max-samples", str(max_samples)]
+    save = out.with_suffix("") if pass_k else None
+    if save is not None:
+        cmd += ["--save", str(save)]
     if quiet:
         cmd.append("--quiet")
     cmd += extra or []
+    _run(cmd)
+    summary = json.loads(out.read_text())
+    if pass_k:
+        ev = out.with_name(out.stem + "-passk.json")
+        _run([sys.executable, "-m", "grpo_lab", "eval", "--model", str(save / "policy"), "--task", "sum3", "--n", str(n_eval),
+              "--samples", str(pass_k), "--seed", str(seed), "--json", str(ev)])
+        summary["pass_at_k"] = json.loads(ev.read_text())["pass_at_k"]
+        shutil.rmtree(save, ignore_errors=True)  # the checkpoint was only needed for this measurement
+        out.write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def _run(cmd: list[str]) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
-    return json.loads(out.read_text())
 
 
 def summarise(results: dict[str, list[dict]]) -> list[dict]:
@@ -103,18 +129,129 @@ def format_table(rows: list[dict]) -> str:
 
 def compare(algos: list[str], seeds: list[int], seconds: dict[str, float] | None = None, steps: int = 100000,
             eval_every: int = 20, n_eval: int = 1000, out_dir: str | Path | None = None, extra: list[str] | None = None,
-            progress=print) -> dict:
-    """Run every algorithm with every seed; return ``{"runs": {...}, "rows": [...], "table": str}``."""
+            progress=print, max_samples: int | None = None, pass_k: int | None = None) -> dict:
+    """Run every algorithm with every seed; return ``{"runs": {...}, "rows": [...], "table": str}``.
+
+    ``seconds`` gives each algorithm a time budget, ``max_samples`` every run the same sample budget."""
     out_dir = Path(out_dir or tempfile.mkdtemp(prefix="grpo_lab_compare_"))
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, list[dict]] = {}
     for algo in algos:
         for seed in seeds:
             budget = (seconds or {}).get(algo)
-            s = run_one(algo, seed, budget, steps, eval_every, n_eval, out_dir / f"{algo}-seed{seed}.json", extra)
+            s = run_one(algo, seed, budget, steps, eval_every, n_eval, out_dir / f"{algo}-seed{seed}.json", extra,
+                        max_samples=max_samples, pass_k=pass_k)
             results.setdefault(algo, []).append(s)
             if progress:
                 progress(f"{algo} seed {seed}: {s['before']['accuracy']:.3f} -> {final_accuracy(s):.3f} "
                          f"in {s['train_seconds']:.0f} s ({s['steps']} steps)")
     rows = summarise(results)
     return {"runs": {a: [str(out_dir / f"{a}-seed{s}.json") for s in seeds] for a in algos}, "rows": rows, "table": format_table(rows)}
+
+
+# --- several seeds: the spread, and whether a difference is more than noise ---------------------
+
+
+def mean_and_spread(values) -> dict:
+    """Mean, sample standard deviation (n - 1), standard error of the mean, min and max of per-seed values.
+
+    ``None`` and NaN entries (a metric a run did not record) are left out; ``n`` says how many remained.
+    """
+    vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if not vals:
+        raise ValueError(f"values must hold at least one number, got {list(values)!r}")
+    n = len(vals)
+    std = statistics.stdev(vals) if n > 1 else 0.0
+    return {"n": n, "mean": statistics.fmean(vals), "std": std, "se": std / math.sqrt(n), "min": min(vals), "max": max(vals)}
+
+
+def difference(a_values, b_values) -> dict:
+    """``mean(b) - mean(a)`` with the standard error of that difference, sqrt(se_a^2 + se_b^2) (Welch).
+
+    ``clear`` is True when the difference is more than twice its standard error. With 2 or 3 seeds a
+    side this is a rough screen, not a significance test: the standard errors are themselves noisy.
+    """
+    a, b = mean_and_spread(a_values), mean_and_spread(b_values)
+    if a["n"] < 2 or b["n"] < 2:
+        raise ValueError(f"a_values and b_values need >= 2 numbers each to estimate noise, got {a['n']} and {b['n']}")
+    diff = b["mean"] - a["mean"]
+    se = math.sqrt(a["se"] ** 2 + b["se"] ** 2)
+    return {"diff": diff, "se": se, "clear": abs(diff) > 2 * se}
+
+
+# What the bake-off reports for one run: (column label, format, function of the run's summary).
+RUN_METRICS = {
+    "final": ("held-out acc", ".3f", final_accuracy),
+    "gain_points": ("gain (pts)", "+.1f", lambda s: 100 * (final_accuracy(s) - s["before"]["accuracy"])),
+    "pass@1": ("pass@1", ".3f", lambda s: _pass_at(s, 1)),
+    "pass@k": ("pass@k", ".3f", lambda s: _pass_at(s, None)),
+    "length_correct": ("len right", ".1f", lambda s: tail_mean(s["history"], "length_correct")),
+    "length_wrong": ("len wrong", ".1f", lambda s: tail_mean(s["history"], "length_wrong")),
+    "entropy": ("entropy", ".3f", lambda s: tail_mean(s["history"], "entropy")),
+    "kl": ("KL", ".3f", lambda s: tail_mean(s["history"], "kl")),
+    "clip_frac": ("clip frac", ".4f", lambda s: tail_mean(s["history"], "clip_frac")),
+    "steps": ("steps", ".0f", lambda s: s["steps"]),
+    "samples": ("samples", ".0f", lambda s: s["history"][-1]["samples_generated"]),
+    "train_seconds": ("train s", ".0f", lambda s: s["train_seconds"]),
+    "peak_memory_mb": ("peak MB", ".0f", lambda s: s["peak_memory_mb"]),
+}
+
+
+def _pass_at(summary: dict, k: int | None) -> float | None:
+    curve = summary.get("pass_at_k")
+    if not curve:
+        return None
+    key = str(k) if k is not None else max(curve, key=int)
+    return curve.get(key)
+
+
+def run_metrics(summary: dict) -> dict:
+    """The bake-off's numbers for one run (None where the run did not record one, e.g. pass@k)."""
+    return {name: fn(summary) for name, (_, _, fn) in RUN_METRICS.items()}
+
+
+def seed_table(results: dict[str, list[dict]], metrics=tuple(RUN_METRICS)) -> list[dict]:
+    """One row per algorithm: for each metric, ``mean_and_spread`` over its seeds (None if no run has it)."""
+    unknown = [m for m in metrics if m not in RUN_METRICS]
+    if unknown:
+        raise ValueError(f"metrics must be names from {list(RUN_METRICS)}, got {unknown}")
+    rows = []
+    for algo, runs in results.items():
+        if not runs:
+            raise ValueError(f"results[{algo!r}] must hold at least one run summary, got none")
+        per_run = [run_metrics(s) for s in runs]
+        row = {"algo": algo, "seeds": len(runs)}
+        for m in metrics:
+            vals = [r[m] for r in per_run if r[m] is not None]
+            row[m] = mean_and_spread(vals) if vals else None
+        rows.append(row)
+    return rows
+
+
+def format_seed_table(rows: list[dict], metrics=tuple(RUN_METRICS), spread: str = "std") -> str:
+    """A markdown table of ``seed_table`` rows: ``mean ± std`` (or ``± se``) for every metric."""
+    if spread not in ("std", "se"):
+        raise ValueError(f"spread must be 'std' or 'se', got {spread!r}")
+    head = ["algo", "seeds"] + [RUN_METRICS[m][0] for m in metrics]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["algo"], str(r["seeds"])]
+        for m in metrics:
+            st, fmt = r.get(m), RUN_METRICS[m][1]
+            if st is None:
+                cells.append("-")
+            elif st["n"] > 1 and st[spread] > 0:
+                cells.append(f"{format(st['mean'], fmt)} ± {format(st[spread], fmt.lstrip('+'))}")
+            else:
+                cells.append(format(st["mean"], fmt))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def load_runs(algos, seeds, pattern: str = "{algo}_seed{seed}") -> dict[str, list[dict]]:
+    """Committed histories ``assets/histories/<pattern>.json`` as ``{algo: [summary per seed]}``."""
+    from .course import load_history
+
+    if not algos or not seeds:
+        raise ValueError(f"algos and seeds must be non-empty, got {list(algos)} and {list(seeds)}")
+    return {a: [load_history(pattern.format(algo=a, seed=s)) for s in seeds] for a in algos}

@@ -69,5 +69,7 @@ def evaluate(
     }
     if G > 1:
         out[f"pass@{G}"] = float(sum(pass_at_k(G, int(c), G) for c in r.sum(dim=1)) / len(rows))
+        # The whole curve from the same samples: the unbiased estimator for every k <= G.
+        out["pass_at_k"] = {k: float(sum(pass_at_k(G, int(c), k) for c in r.sum(dim=1)) / len(rows)) for k in range(1, G + 1)}
     out["examples"] = texts[:8]
     return out

@@ -56,6 +56,9 @@ class TrainConfig:
     """Stop the run (and save a checkpoint) when the measured KL exceeds this."""
     max_seconds: float | None = None
     """Stop once this much training time has passed (a time budget instead of a step count)."""
+    max_samples: int | None = None
+    """Stop once this many completions have been sampled (a sample budget: DAPO's refills and GFPO's
+    extra samples count, so algorithms that sample more per step get fewer steps)."""
     device: str | None = None
     system_prompt: str | None = None
     algo_overrides: dict = field(default_factory=dict)
@@ -71,6 +74,8 @@ class TrainConfig:
             raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
         if self.max_seconds is not None and not self.max_seconds > 0:
             raise ValueError(f"max_seconds must be > 0 or None, got {self.max_seconds}")
+        if self.max_samples is not None and (isinstance(self.max_samples, bool) or not isinstance(self.max_samples, int) or self.max_samples < 1):
+            raise ValueError(f"max_samples must be a positive int or None, got {self.max_samples!r}")
         if self.kl_stop is not None and not self.kl_stop > 0:
             raise ValueError(f"kl_stop must be > 0 or None, got {self.kl_stop}")
         algo = self.algorithm()
@@ -420,6 +425,9 @@ class Trainer:
                 callback(m)
             if self.cfg.max_seconds is not None and m["wall_seconds"] >= self.cfg.max_seconds:
                 self.stop_reason = f"time budget of {self.cfg.max_seconds:g} s reached at step {self.step}"
+                break
+            if self.cfg.max_samples is not None and self.samples_generated >= self.cfg.max_samples:
+                self.stop_reason = f"sample budget of {self.cfg.max_samples} completions reached at step {self.step}"
                 break
             if self.cfg.kl_stop is not None and m.get("kl", 0.0) > self.cfg.kl_stop:
                 self.stop_reason = f"kl {m['kl']:.4f} > kl_stop {self.cfg.kl_stop} at step {self.step}"

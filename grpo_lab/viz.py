@@ -166,3 +166,308 @@ def plot_runs(histories: dict[str, list[dict]], keys=("accuracy", "length_mean",
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _symlog_bins(lo_exp: int = -7, hi_exp: int = 0, per_decade: int = 4):
+    """Bin edges symmetric around 0 and even on a log scale (for log-ratios spanning decades)."""
+    pos = torch.logspace(lo_exp, hi_exp, (hi_exp - lo_exp) * per_decade + 1, dtype=torch.float64)
+    return torch.cat([-pos.flip(0), torch.zeros(1, dtype=torch.float64), pos]).tolist()
+
+
+def plot_gspo_ratios(log_ratio, mask, eps: float = 3e-4, title: str = "", ax=None):
+    """Token log-ratios ``log r_t`` against GSPO's sequence log-ratios ``log s_i = mean_t log r_t``.
+
+    One histogram each on a symmetric log axis, with the clip band ``|log w| < eps`` shaded.
+    """
+    log_ratio = torch.as_tensor(log_ratio, dtype=torch.float64)
+    mask = torch.as_tensor(mask, dtype=torch.float64)
+    fig, ax = _ax(ax, (7, 3.2))
+    tok = log_ratio[mask.bool()]
+    seq = (log_ratio * mask).sum(1) / mask.sum(1)
+    bins = _symlog_bins()
+    lim = 1e-7
+    ax.hist(tok.clamp(-1, 1).tolist(), bins=bins, density=False, weights=[1 / len(tok)] * len(tok), alpha=0.55,
+            color=COLORS["neutral"], label=f"token log r (n={len(tok)})")
+    ax.hist(seq.clamp(-1, 1).tolist(), bins=bins, weights=[1 / len(seq)] * len(seq), histtype="step", lw=2,
+            color=ALGO_COLORS["gspo"], label=f"sequence log s (n={len(seq)})")
+    ax.axvspan(math.log(1 - eps), math.log(1 + eps), color=COLORS["clip"], alpha=0.35, label=f"inside 1 ± {eps:.0e}")
+    ax.set_xscale("symlog", linthresh=lim)
+    ax.set_xlim(-1, 1)
+    ax.set_xlabel("log ratio (symmetric log axis; 0 = unchanged)")
+    ax.set_ylabel("share")
+    ax.set_title(title or "Token ratios vs the length-normalised sequence ratio", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left")
+    return fig
+
+
+def clip_share(log_w, advantages, eps_low: float, eps_high: float | None = None) -> float:
+    """Share of ratios the clipped objective clips: ``w > 1+eps_high`` with A > 0 or ``w < 1-eps_low`` with A < 0."""
+    log_w = torch.as_tensor(log_w, dtype=torch.float64)
+    a = torch.as_tensor(advantages, dtype=torch.float64).expand_as(log_w)
+    eps_high = eps_low if eps_high is None else eps_high
+    w = log_w.exp()
+    return float((((w > 1 + eps_high) & (a > 0)) | ((w < 1 - eps_low) & (a < 0))).double().mean())
+
+
+def plot_clip_share_vs_eps(log_ratio, mask, advantages, eps: float | None = None, ax=None):
+    """Share clipped against the clip range, for token ratios (PPO/GRPO) and sequence ratios (GSPO)."""
+    log_ratio = torch.as_tensor(log_ratio, dtype=torch.float64)
+    mask = torch.as_tensor(mask, dtype=torch.float64)
+    adv = torch.as_tensor(advantages, dtype=torch.float64)
+    fig, ax = _ax(ax, (5.5, 3.2))
+    valid = mask.bool()
+    tok, tok_a = log_ratio[valid], adv.unsqueeze(1).expand_as(log_ratio)[valid]
+    seq = (log_ratio * mask).sum(1) / mask.sum(1)
+    grid = torch.logspace(-6, 0, 61, dtype=torch.float64).tolist()
+    ax.plot(grid, [clip_share(tok, tok_a, e) for e in grid], color=COLORS["neutral"], lw=2, label="tokens (GRPO)")
+    ax.plot(grid, [clip_share(seq, adv, e) for e in grid], color=ALGO_COLORS["gspo"], lw=2, label="sequences (GSPO)")
+    ax.axvspan(3e-4, 4e-4, color=ALGO_COLORS["gspo"], alpha=0.25, label="GSPO paper 3e-4 / 4e-4")
+    ax.axvline(0.2, color=COLORS["accent"], ls=":", label="PPO/GRPO 0.2")
+    if eps is not None:
+        ax.axvline(eps, color=COLORS["clip"], lw=2, label=f"eps = {eps:.1e}")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("clip range eps")
+    ax.set_ylabel("share clipped")
+    ax.set_title("How much the clip range clips", fontsize=10)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def plot_gfpo_group(texts: list[str], rewards, keep, advantages, lengths=None, title: str = "", ax=None):
+    """One GFPO group: every sampled completion with its length, reward and advantage.
+
+    Kept completions get a bar; filtered-out ones a faded cross at ``A = 0``. ``lengths`` (tokens)
+    are shown beside each text when given.
+    """
+    rewards = torch.as_tensor(rewards, dtype=torch.float64)
+    keep = torch.as_tensor(keep).bool()
+    advantages = torch.as_tensor(advantages, dtype=torch.float64)
+    lengths = None if lengths is None else [int(n) for n in torch.as_tensor(lengths).tolist()]
+    fig, ax = _ax(ax, (7, 0.32 * len(texts) + 1.2))
+    y = list(range(len(texts)))[::-1]
+    for yi, r, k, a in zip(y, rewards.tolist(), keep.tolist(), advantages.tolist()):
+        color = COLORS["pos"] if r > 0.5 else COLORS["neg"]
+        if k:
+            ax.barh(yi, a, color=color)
+        else:
+            ax.plot([0], [yi], "x", color=color, alpha=0.5)
+            ax.text(0.05, yi, "dropped: A = 0", va="center", fontsize=7, color="#888")
+    ax.set_yticks(y, [f"{t or '(empty)'} ({n})" for t, n in zip(texts, lengths)] if lengths is not None else [t or "(empty)" for t in texts],
+                  family="monospace", fontsize=7)
+    for lab, k in zip(ax.get_yticklabels(), keep.tolist()):
+        lab.set_color("black" if k else "#aaa")
+    ax.axvline(0, color="black", lw=0.8)
+    lim = max(1.0, float(advantages.abs().max()) * 1.1)
+    ax.set_xlim(-lim, lim)
+    ax.set_xlabel("advantage (green: right, red: wrong; faded: not kept)")
+    ax.set_title(title, fontsize=9)
+    return fig
+
+
+def plot_token_weights(weights: dict, row_labels: list[str], title: str = "", axes=None):
+    """Per-token gradient weights (``-d loss / d log pi`` of each token), one heatmap per
+    aggregation. ``weights`` maps a name to a ``[B, T]`` tensor with NaN on padding (drawn grey).
+    One shared, symmetric colour scale: green pushes a token up, red pushes it down."""
+    import matplotlib as mpl
+
+    mats = {k: torch.as_tensor(v, dtype=torch.float64) for k, v in weights.items()}
+    vmax = max(float(m[torch.isfinite(m)].abs().max()) for m in mats.values()) or 1.0
+    if axes is None:
+        n = len(mats)
+        T = max(m.shape[1] for m in mats.values())
+        fig, axes = plt.subplots(n, 1, figsize=(min(12, 3 + 0.3 * T), 0.42 * len(row_labels) * n + 1.0 * n), squeeze=False)
+        axes = axes[:, 0]
+    else:
+        fig = axes[0].figure
+    cmap = mpl.colormaps["PiYG"].copy()
+    cmap.set_bad("#dddddd")
+    for ax, (name, m) in zip(axes, mats.items()):
+        im = ax.imshow(m.numpy(), cmap=cmap, vmin=-vmax, vmax=vmax, aspect="auto", interpolation="nearest")
+        ax.set_yticks(range(len(row_labels)), row_labels, fontsize=8)
+        ax.set_xlabel("token position in the completion (grey: padding)", fontsize=8)
+        ax.set_title(name, fontsize=9)
+        fig.colorbar(im, ax=ax, fraction=0.03, pad=0.01, label="push on log p")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def seed_band(histories: list[list[dict]], key: str, smooth: int = 1):
+    """Steps, mean and (min, max) across seeds of ``key``, each run first smoothed over ``smooth``
+    steps; runs are cut to the shortest. Missing values (None/NaN) are skipped in the smoothing."""
+    n = min(len(h) for h in histories)
+    runs = []
+    for h in histories:
+        vals = [math.nan if h[i].get(key) is None else float(h[i][key]) for i in range(n)]
+        sm = []
+        for i in range(n):
+            win = [v for v in vals[max(0, i - smooth + 1) : i + 1] if v == v]
+            sm.append(sum(win) / len(win) if win else math.nan)
+        runs.append(sm)
+    t = torch.tensor(runs, dtype=torch.float64)
+    steps = [histories[0][i]["step"] for i in range(n)]
+    return steps, t.nanmean(dim=0), t.min(dim=0).values, t.max(dim=0).values
+
+
+def plot_seed_bands(runs: dict, key: str, smooth: int = 10, ax=None, colors: dict | None = None, ylabel: str | None = None):
+    """Mean across seeds (line) and the range from the lowest to the highest seed (band) of one
+    metric, for several settings: ``runs`` maps a label to a list of per-seed histories."""
+    fig, ax = _ax(ax, (6, 3.4))
+    for label, hists in runs.items():
+        steps, mean, lo, hi = seed_band(hists, key, smooth)
+        c = (colors or {}).get(label) or ALGO_COLORS.get(label)
+        line, = ax.plot(steps, mean.tolist(), lw=1.8, color=c, label=f"{label} ({len(hists)} seed{'s' if len(hists) > 1 else ''})")
+        if len(hists) > 1:
+            ax.fill_between(steps, lo.tolist(), hi.tolist(), color=line.get_color(), alpha=0.2, lw=0)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel or METRIC_NOTES.get(key, (key,))[0])
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_overlong_penalty(max_len: int, cache_len: int, lengths=None, ax=None):
+    """DAPO's soft overlong penalty against completion length, the ramp shaded; optionally a
+    histogram of sampled ``lengths`` underneath, to see who pays."""
+    from .rewards import soft_overlong_penalty
+
+    fig, ax = _ax(ax, (7, 3.3))
+    top = int(max_len * 1.25) + 1
+    n = torch.arange(0, top + 1)
+    pen = soft_overlong_penalty(n, max_len, cache_len)
+    if lengths is not None:
+        lengths = torch.as_tensor(lengths)
+        ax2 = ax.twinx()
+        ax2.hist(lengths.tolist(), bins=range(0, top + 2), color=COLORS["neutral"], alpha=0.35)
+        ax2.set_ylabel("completions (histogram)", color=COLORS["neutral"])
+        paying = float((soft_overlong_penalty(lengths, max_len, cache_len) < 0).float().mean())
+        ax.set_title(f"L_max = {max_len}, L_cache = {cache_len}: {paying:.0%} of these completions are penalised", fontsize=10)
+    else:
+        ax.set_title(f"L_max = {max_len}, L_cache = {cache_len}: free up to {max_len - cache_len} tokens, then a ramp to -1", fontsize=10)
+    ax.axvspan(max_len - cache_len, max_len, color=COLORS["clip"], alpha=0.3, label="the ramp (L_cache)")
+    ax.plot(n.tolist(), pen.tolist(), color=COLORS["neg"], lw=2.2, label="penalty added to the reward")
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_ylim(-1.15, 0.15)
+    ax.set_xlabel("completion length |y| (tokens)")
+    ax.set_ylabel("R_length")
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_trl_loss_weights(weights: dict, lengths: tuple[int, int], max_completion_length: int, title: str | None = None):
+    """Per-token and per-answer gradient weights of a right (A = +1) and a wrong (A = -1) answer under each
+    TRL ``loss_type``. ``weights[loss_type] = (w_right, w_wrong)``: |d loss / d logp| of one token of each."""
+    names = list(weights)
+    x = torch.arange(len(names), dtype=torch.float64)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.3))
+    for ax, per_answer in zip(axes, (False, True)):
+        right = [weights[n][0] * (lengths[0] if per_answer else 1) for n in names]
+        wrong = [weights[n][1] * (lengths[1] if per_answer else 1) for n in names]
+        ax.bar(x - 0.2, right, 0.4, color=COLORS["pos"], label=f"right answer, A = +1, {lengths[0]} tokens")
+        ax.bar(x + 0.2, wrong, 0.4, color=COLORS["neg"], label=f"wrong answer, A = -1, {lengths[1]} tokens")
+        ax.set_xticks(x.tolist(), names)
+        ax.set_ylabel("|d loss / d log p| summed over the answer" if per_answer else "|d loss / d log p| of one token")
+        ax.set_title("whole answer: how hard it is pushed" if per_answer else "one token")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title or f"TRL's loss_type on two answers (max_completion_length = {max_completion_length})", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+BAKEOFF_KEYS = ("accuracy", "length_correct", "length_wrong", "entropy", "kl", "clip_frac")
+_BAKEOFF_TITLES = {"accuracy": "accuracy (training batch)", "length_correct": "length of right answers",
+                   "length_wrong": "length of wrong answers", "clip_frac": "share of tokens clipped"}
+
+
+def _smoothed(vals: list[float], smooth: int) -> list[float]:
+    out = []
+    for i in range(len(vals)):
+        win = [v for v in vals[max(0, i - smooth + 1) : i + 1] if v == v]
+        out.append(sum(win) / len(win) if win else math.nan)
+    return out
+
+
+def plot_bakeoff(results: dict, keys=BAKEOFF_KEYS, x: str = "samples_generated", smooth: int = 5, n_grid: int = 60, axes=None):
+    """Several algorithms x seeds on one axis of cost: each metric's mean across seeds (line) and the
+    range from the lowest to the highest seed (band). ``results`` maps an algorithm to a list of run
+    summaries (or histories). Runs are smoothed over ``smooth`` steps, then interpolated onto a common
+    grid of ``x`` (samples drawn, by default) up to where the shortest run of that algorithm ends."""
+    import numpy as np
+
+    if not results:
+        raise ValueError("results must map at least one algorithm to its runs, got an empty dict")
+    ncols = 3 if len(keys) > 4 else len(keys)
+    nrows = math.ceil(len(keys) / ncols)
+    if axes is None:
+        fig, axes = plt.subplots(nrows, ncols, figsize=(4.0 * ncols, 2.9 * nrows), squeeze=False)
+        axes = list(axes.flatten())
+    else:
+        fig = axes[0].figure
+    for name, runs in results.items():
+        hists = [r["history"] if isinstance(r, dict) else r for r in runs]
+        end = min(h[-1][x] for h in hists)
+        grid = np.linspace(min(h[0][x] for h in hists), end, n_grid)
+        for ax, key in zip(axes, keys):
+            ys = []
+            for h in hists:
+                xs = np.array([s[x] for s in h], dtype=float)
+                v = np.array(_smoothed([math.nan if s.get(key) is None else float(s[key]) for s in h], smooth))
+                ok = ~np.isnan(v)
+                ys.append(np.interp(grid, xs[ok], v[ok]) if ok.any() else np.full_like(grid, np.nan))
+            ys = np.array(ys)
+            c = ALGO_COLORS.get(name)
+            line, = ax.plot(grid, np.nanmean(ys, axis=0), color=c, lw=1.6, label=f"{name} ({len(hists)})")
+            if len(hists) > 1:
+                ax.fill_between(grid, np.nanmin(ys, axis=0), np.nanmax(ys, axis=0), color=line.get_color(), alpha=0.15, lw=0)
+    for ax, key in zip(axes, keys):
+        ax.set_title(_BAKEOFF_TITLES.get(key) or METRIC_NOTES.get(key, (key,))[0], fontsize=9)
+        ax.set_xlabel({"samples_generated": "completions sampled", "wall_seconds": "training seconds"}.get(x, x), fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes[len(keys):]:
+        ax.axis("off")
+    axes[0].legend(fontsize=7, title="algo (seeds)", title_fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_seed_dots(values: dict, ylabel: str, title: str = "", ax=None):
+    """One value per seed as dots, the mean as a bar with +- one standard deviation: is the gap
+    between two algorithms bigger than the scatter of one algorithm across seeds?"""
+    fig, ax = _ax(ax, (6, 3.2))
+    for i, (name, vals) in enumerate(values.items()):
+        vals = [float(v) for v in vals if v is not None]
+        if not vals:
+            continue
+        mean = sum(vals) / len(vals)
+        std = (sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) ** 0.5 if len(vals) > 1 else 0.0
+        c = ALGO_COLORS.get(name, COLORS["neutral"])
+        ax.bar(i, mean, color=c, alpha=0.35, yerr=std, capsize=4)
+        ax.scatter([i + d for d in torch.linspace(-0.15, 0.15, len(vals)).tolist()], vals, color=c, zorder=3, s=18)
+    ax.set_xticks(range(len(values)), list(values), fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title or "each dot a seed; bar = mean, whisker = 1 std", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_pass_at_k(curves: dict, ax=None, title: str = ""):
+    """pass@k against k (log scale): ``curves`` maps a label to one ``{k: pass@k}`` dict or a list
+    of them (one per seed: the mean is drawn, the band spans the seeds)."""
+    fig, ax = _ax(ax, (6, 3.4))
+    for name, c in curves.items():
+        runs = c if isinstance(c, list) else [c]
+        ks = sorted(int(k) for k in runs[0])
+        vals = torch.tensor([[float(r[k] if k in r else r[str(k)]) for k in ks] for r in runs], dtype=torch.float64)
+        line, = ax.plot(ks, vals.mean(dim=0).tolist(), "o-", ms=3, lw=1.6, color=ALGO_COLORS.get(name), label=name)
+        if len(runs) > 1:
+            ax.fill_between(ks, vals.min(dim=0).values.tolist(), vals.max(dim=0).values.tolist(), color=line.get_color(), alpha=0.15, lw=0)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k (samples per problem)")
+    ax.set_ylabel("pass@k (held-out)")
+    ax.set_title(title or "pass@k: the chance that at least one of k samples is right", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

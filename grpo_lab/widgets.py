@@ -93,3 +93,222 @@ def temperature_explorer(model, tokenizer, prompt: str, answer: int, reward_fn, 
     T = w.FloatSlider(value=1.0, min=0.1, max=2.0, step=0.1, description="temperature", continuous_update=False,
                       style={"description_width": "initial"})
     return explore(draw, temperature=T)
+
+
+def gspo_ratio_explorer(log_ratios: dict, mask, advantages):
+    """GSPO's ratios after n off-policy mini-batch steps, with the clip range on a log slider.
+
+    ``log_ratios`` maps a label (e.g. the learning rate) to a list of ``[B, T]`` token log-ratios
+    ``log pi_theta - log pi_old``, one per mini-batch step taken; ``advantages`` is ``[B]``.
+    """
+    import ipywidgets as w
+
+    labels = list(log_ratios)
+    n_steps = len(log_ratios[labels[0]])
+
+    def draw(label, steps, eps):
+        lr = log_ratios[label][steps - 1]
+        seq = (lr * mask).sum(1) / mask.sum(1)
+        share_seq = viz.clip_share(seq, advantages, eps)
+        share_tok = viz.clip_share(lr[mask.bool()], torch.as_tensor(advantages).unsqueeze(1).expand_as(lr)[mask.bool()], eps)
+        fig, axes = plt.subplots(1, 2, figsize=(12, 3.4), gridspec_kw={"width_ratios": [1.4, 1]})
+        viz.plot_gspo_ratios(lr, mask, eps, ax=axes[0], title=f"{label}, after {steps} mini-batch step(s): "
+                             f"eps {eps:.1e} clips {share_seq:.0%} of sequences, {share_tok:.0%} of tokens")
+        viz.plot_clip_share_vs_eps(lr, mask, advantages, eps, ax=axes[1])
+        fig.tight_layout()
+
+    label = w.Dropdown(options=labels, value=labels[-1], description="run")
+    steps = w.IntSlider(value=1, min=1, max=n_steps, step=1, description="mini-batch steps", continuous_update=False,
+                        style={"description_width": "initial"})
+    eps = w.FloatLogSlider(value=4e-4, base=10, min=-6, max=0, step=0.25, description="clip eps", readout_format=".1e",
+                           continuous_update=False)
+    return explore(draw, label=label, steps=steps, eps=eps)
+
+
+def gfpo_explorer(texts: list[list[str]], correct, lengths, max_show: int = 16):
+    """GFPO's filter on real samples: sliders for G (how many sampled) and k (how many kept), and the metric.
+
+    ``texts[p]`` are the completions sampled for prompt p; ``correct`` and ``lengths`` are
+    ``[P, G_max]``. The first G samples of each prompt are the group.
+    """
+    import ipywidgets as w
+
+    from .advantages import gfpo_advantages, gfpo_keep
+
+    correct = torch.as_tensor(correct, dtype=torch.float32)
+    lengths = torch.as_tensor(lengths)
+    P, G_max = correct.shape
+
+    def draw(G, k, metric):
+        k = min(k, G)
+        r, L = correct[:, :G].reshape(-1), lengths[:, :G].reshape(-1)
+        keep = gfpo_keep(r, L, G, k, metric=metric)
+        adv = gfpo_advantages(r, keep, G)
+        fig, axes = plt.subplots(1, P, figsize=(5.2 * P, 0.3 * G + 1.6))
+        axes = [axes] if P == 1 else list(axes)
+        for p, ax in enumerate(axes):
+            sl = slice(p * G, (p + 1) * G)
+            kept_r = r[sl][keep[sl]]
+            verdict = "ALL ZERO (kept set all equal)" if kept_r.min() == kept_r.max() else f"{int(kept_r.sum())} right, {int((1 - kept_r).sum())} wrong kept"
+            viz.plot_gfpo_group(texts[p][:G], r[sl], keep[sl], adv[sl], lengths=L[sl], ax=ax,
+                                title=f"prompt {p}: {int(r[sl].sum())}/{G} right; kept {k}: {verdict}")
+        fig.suptitle(f"GFPO: sample G = {G}, keep the {k} {'shortest' if metric == 'length' else 'most token-efficient'}", fontsize=10)
+        fig.tight_layout()
+
+    G = w.IntSlider(value=min(16, G_max), min=2, max=G_max, step=1, description="G sampled", continuous_update=False,
+                    style={"description_width": "initial"})
+    k = w.IntSlider(value=min(8, G_max), min=1, max=G_max, step=1, description="k kept", continuous_update=False,
+                    style={"description_width": "initial"})
+    metric = w.ToggleButtons(options=["length", "token_efficiency"], value="length", description="metric")
+    return explore(draw, G=G, k=k, metric=metric)
+
+
+def _token_weights(lengths, advantages, aggregation: str, max_len: int) -> torch.Tensor:
+    """``-d loss / d log pi`` for every token (on-policy), by autograd through ``policy_loss``;
+    NaN on padding. ``[B]`` lengths and advantages -> ``[B, max_len]``."""
+    from .losses import policy_loss
+
+    lengths = torch.as_tensor(lengths)
+    mask = (torch.arange(max_len).unsqueeze(0) < lengths.unsqueeze(1)).double()
+    logp = torch.zeros(len(lengths), max_len, dtype=torch.float64, requires_grad=True)
+    loss, _ = policy_loss(logp, logp.detach(), torch.as_tensor(advantages, dtype=torch.float64), mask,
+                          aggregation=aggregation, max_len=max_len)
+    (grad,) = torch.autograd.grad(loss, logp)
+    return (-grad).masked_fill(mask == 0, float("nan"))
+
+
+def aggregation_explorer(short: int = 4, long: int = 16, max_len: int = 32):
+    """Per-token gradient weights of a short and a long completion, right (A = +1) and wrong
+    (A = -1), under the aggregation chosen; sliders for the two lengths."""
+    import ipywidgets as w
+
+    names = {"seq_mean_token_mean": "GRPO: seq-mean-token-mean (1/|o_i| per sequence)",
+             "token_mean": "DAPO / TRL default: token-mean (1/sum|o|)",
+             "seq_mean_token_sum_norm": f"Dr. GRPO: constant normaliser (1/(B*L_max), L_max={max_len})"}
+
+    def draw(short_len, long_len, aggregation):
+        lengths = [short_len, long_len, short_len, long_len]
+        weights = _token_weights(lengths, [1.0, 1.0, -1.0, -1.0], aggregation, max_len)
+        labels = [f"right, {short_len} tok", f"right, {long_len} tok", f"wrong, {short_len} tok", f"wrong, {long_len} tok"]
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 2.8), gridspec_kw={"width_ratios": [3, 1]})
+        viz.plot_token_weights({names[aggregation]: weights}, labels, axes=[ax])
+        total = torch.nan_to_num(weights).sum(dim=1)
+        bx.barh(range(4), total.tolist(), color=[viz.COLORS["pos"]] * 2 + [viz.COLORS["neg"]] * 2)
+        bx.set_yticks(range(4), labels, fontsize=8)
+        bx.invert_yaxis()
+        bx.axvline(0, color="black", lw=0.6)
+        bx.set_xlabel("push summed over the sequence", fontsize=8)
+        per_tok = weights[:, 0].abs()
+        bx.set_title(f"per token: short {per_tok[0]:.4f}, long {per_tok[1]:.4f}", fontsize=9)
+        fig.tight_layout()
+
+    s = w.IntSlider(value=short, min=1, max=max_len, description="short length", continuous_update=False,
+                    style={"description_width": "initial"})
+    l = w.IntSlider(value=long, min=1, max=max_len, description="long length", continuous_update=False,
+                    style={"description_width": "initial"})
+    agg = w.Dropdown(options=list(names), value="seq_mean_token_mean", description="aggregation")
+    return explore(draw, short_len=s, long_len=l, aggregation=agg)
+
+
+def overlong_penalty_explorer(lengths=None, max_len: int = 32, cache_len: int = 8):
+    """DAPO's soft overlong penalty with L_max and L_cache sliders (and, if given, a histogram of
+    sampled lengths with the share that would be penalised)."""
+    import ipywidgets as w
+
+    def draw(L_max, L_cache):
+        viz.plot_overlong_penalty(L_max, min(L_cache, L_max), lengths)
+
+    L_max = w.IntSlider(value=max_len, min=4, max=64, description="L_max", continuous_update=False)
+    L_cache = w.IntSlider(value=cache_len, min=1, max=32, description="L_cache", continuous_update=False)
+    return explore(draw, L_max=L_max, L_cache=L_cache)
+
+
+def trl_loss_type_explorer(max_completion_length: int = 32):
+    """Two answers to one prompt, right (A = +1) and wrong (A = -1): slide their lengths and see, from TRL's own
+    ``GRPOTrainer._compute_loss``, how hard each ``loss_type`` pushes each token and each whole answer."""
+    import ipywidgets as w
+
+    from .trl_bridge import trl_policy_loss
+
+    def draw(len_right, len_wrong):
+        T = max(len_right, len_wrong)
+        mask = torch.zeros(2, T)
+        mask[0, :len_right] = 1
+        mask[1, :len_wrong] = 1
+        adv = torch.tensor([1.0, -1.0], dtype=torch.float64)
+        weights = {}
+        for loss_type in ("grpo", "bnpo", "dapo", "dr_grpo"):
+            logp = torch.full((2, T), -1.0, dtype=torch.float64, requires_grad=True)
+            loss, _ = trl_policy_loss(logp, None, adv, mask, loss_type=loss_type, max_completion_length=max_completion_length)
+            (grad,) = torch.autograd.grad(loss, logp)
+            weights[loss_type] = (float(grad[0, 0].abs()), float(grad[1, 0].abs()))
+        ratio = weights["grpo"][1] * len_wrong / (weights["grpo"][0] * len_right)
+        viz.plot_trl_loss_weights(weights, (len_right, len_wrong), max_completion_length,
+                                  title=f"grpo pushes each token of the {len_wrong}-token wrong answer "
+                                        f"{weights['grpo'][1] / weights['grpo'][0]:.2f}x as hard as the right one's "
+                                        f"(whole answer {ratio:.2f}x); the others weigh every token alike")
+
+    right = w.IntSlider(value=8, min=1, max=max_completion_length, description="right length", continuous_update=False,
+                        style={"description_width": "initial"})
+    wrong = w.IntSlider(value=24, min=1, max=max_completion_length, description="wrong length", continuous_update=False,
+                        style={"description_width": "initial"})
+    return explore(draw, len_right=right, len_wrong=wrong)
+
+
+def zero_std_explorer(model, tokenizer, prompts: list[str], answers: list[int], reward_fn, group_size: int = 8, seed: int = 0):
+    """Sample G completions for each prompt at the slider's temperature and show how many groups
+    are all-right or all-wrong (zero std, so zero advantage): cold sampling starves GRPO of signal."""
+    import ipywidgets as w
+
+    from .rollout import encode_prompts, sample_group
+    from .tasks import score_completions
+
+    ids, mask = encode_prompts(tokenizer, prompts)
+    G = group_size
+
+    def draw(temperature):
+        gen = torch.Generator().manual_seed(seed)
+        ro = sample_group(model, tokenizer, ids, mask, G, 32, temperature, gen)
+        r = torch.tensor(score_completions(reward_fn, ro.texts, [a for a in answers for _ in range(G)], ro.finished.tolist()))
+        right = r.view(-1, G).sum(dim=1)
+        colors = [viz.COLORS["pos"] if c == G else viz.COLORS["neg"] if c == 0 else viz.COLORS["neutral"] for c in right.tolist()]
+        zero = sum(1 for c in right.tolist() if c in (0, G))
+        ent = float((ro.entropy * ro.completion_mask).sum() / ro.completion_mask.sum())
+        fig, ax = plt.subplots(figsize=(8, 3))
+        ax.bar(range(len(prompts)), right.tolist(), color=colors)
+        ax.set_ylim(0, G + 0.5)
+        ax.set_xlabel("prompt (green: all right, red: all wrong, grey: mixed)")
+        ax.set_ylabel(f"right answers of G = {G}")
+        ax.set_title(f"T = {temperature:.2f}: {zero} of {len(prompts)} groups have zero std (no gradient); "
+                     f"entropy {ent:.2f} nats/token", fontsize=10)
+        fig.tight_layout()
+
+    return explore(draw, temperature=_float(1.0, 0.05, 2.0, 0.05, "temperature"))
+
+
+def seed_spread_explorer(results: dict, metrics=None, baseline: str | None = None):
+    """The bake-off table, one metric at a time: dots per seed, and whether each algorithm's gap to
+    ``baseline`` is more than twice its standard error, with the first n seeds (slider)."""
+    import ipywidgets as w
+
+    from .experiments import RUN_METRICS, difference, run_metrics
+
+    per_run = {a: [run_metrics(s) for s in runs] for a, runs in results.items()}
+    metrics = list(metrics or [m for m in RUN_METRICS if any(r[m] is not None for rs in per_run.values() for r in rs)])
+    baseline = baseline or next(iter(results))
+    max_seeds = min(len(v) for v in results.values())
+
+    def draw(metric, seeds):
+        values = {a: [r[metric] for r in rs[:seeds]] for a, rs in per_run.items()}
+        verdicts = []
+        if seeds >= 2:
+            for a, v in values.items():
+                if a != baseline and None not in v and None not in values[baseline]:
+                    d = difference(values[baseline], v)
+                    verdicts.append(f"{a} {d['diff']:+.3g}{'*' if d['clear'] else ''}")
+        note = (f"vs {baseline} (* = more than 2 SE): " + ", ".join(verdicts)) if verdicts else "one seed: no way to tell noise"
+        viz.plot_seed_dots(values, RUN_METRICS[metric][0], title=f"{seeds} seed(s). {note}")
+
+    metric = w.Dropdown(options=metrics, value=metrics[0], description="metric")
+    seeds = w.IntSlider(value=max_seeds, min=1, max=max_seeds, step=1, description="seeds", continuous_update=False)
+    return explore(draw, metric=metric, seeds=seeds)

@@ -38,6 +38,7 @@ from grpo_lab.advantages import group_advantages
 from grpo_lab.kl import kl_estimate
 from grpo_lab.losses import policy_loss
 from grpo_lab.rewards import soft_overlong_penalty
+from grpo_lab.trl_bridge import trl_stand_in
 
 F64 = torch.float64
 B, T, P = 8, 7, 3  # completions, completion length, prompt length
@@ -46,49 +47,11 @@ EPS_LOW, EPS_HIGH = 0.2, 0.28
 AGGREGATION = {"grpo": "seq_mean_token_mean", "bnpo": "token_mean", "dapo": "token_mean", "dr_grpo": "seq_mean_token_sum_norm"}
 
 
-class IdentityAccelerator:
-    """One process: gather and reduce are the identity."""
-
-    num_processes = 1
-    sync_gradients = True
-
-    def gather(self, x):
-        return x
-
-    def gather_for_metrics(self, x):
-        return x
-
-    def reduce(self, x, reduction="sum"):
-        return x
-
-
-def fake_trainer(loss_type, importance_sampling_level, beta, logp, entropies):
-    """The attributes ``GRPOTrainer._compute_loss`` reads, and nothing else."""
-
-    def get_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, **kwargs):
-        assert logits_to_keep == logp.shape[1]
-        return logp, entropies, None
-
-    return types.SimpleNamespace(
-        loss_type=loss_type,
-        importance_sampling_level=importance_sampling_level,
-        epsilon_low=EPS_LOW,
-        epsilon_high=EPS_HIGH,
-        beta=beta,
-        args=types.SimpleNamespace(delta=None, use_bias_correction_kl=False, steps_per_generation=1),
-        top_entropy_quantile=1.0,
-        off_policy_mask_threshold=None,
-        use_vllm=False,
-        vllm_importance_sampling_correction=False,
-        aux_loss_enabled=False,
-        _entropy_bonus_enabled=False,
-        max_completion_length=MAX_COMPLETION_LENGTH,
-        current_gradient_accumulation_steps=1,
-        accelerator=IdentityAccelerator(),
-        model=types.SimpleNamespace(training=True),
-        _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
-        _get_per_token_logps_and_entropies=get_logps_and_entropies,
-    )
+def fake_trainer(loss_type, importance_sampling_level, beta, logp, entropies, delta=None, use_bias_correction_kl=False):
+    """The attributes ``GRPOTrainer._compute_loss`` reads, and nothing else (``grpo_lab.trl_bridge.trl_stand_in``;
+    its accelerator is the identity, one process)."""
+    return trl_stand_in(logp, loss_type, importance_sampling_level, EPS_LOW, EPS_HIGH, beta, MAX_COMPLETION_LENGTH,
+                        delta=delta, use_bias_correction_kl=use_bias_correction_kl, entropies=entropies)
 
 
 def make_batch(seed):
@@ -270,3 +233,63 @@ def test_parity_is_not_vacuous_the_aggregation_mapping_matters():
     trl_loss, _, _ = trl_loss_and_grad("grpo", "token", 0.0, batch)
     lab_loss, _, _ = lab_loss_and_grad("bnpo", "token", 0.0, batch)
     assert abs(trl_loss.item() - lab_loss.item()) > 1e-3
+
+
+# --------------------------------------------------------------------------------------------
+# TRL's two-sided clip `delta` (INTELLECT-2) is the lab's (verl's) dual clip, and TRL's default
+# `use_bias_correction_kl=True` changes the KL gradient, not the on-policy loss value.
+# --------------------------------------------------------------------------------------------
+
+
+def _far_off_policy_batch(seed):
+    # Rows with A < 0 whose ratios reach e^1.5 ~ 4.5 > delta = 3, so the dual clip is active.
+    logp, old_logp, ref_logp, advantages, mask, entropies = make_batch(seed)
+    old_logp = old_logp.clone()
+    old_logp[1::2] = logp[1::2] - 1.5 + 0.1 * torch.randn(B // 2, T, dtype=F64)
+    return logp, old_logp, ref_logp, advantages, mask, entropies
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_trl_delta_equals_lab_dual_clip(loss_type, level):
+    logp, old_logp, _, advantages, mask, entropies = _far_off_policy_batch(seed=21)
+    leaf = logp.clone().requires_grad_()
+    trainer = fake_trainer(loss_type, level, 0.0, leaf, entropies, delta=3.0)
+    inputs = {"prompt_ids": torch.ones(B, P, dtype=torch.long), "prompt_mask": torch.ones(B, P, dtype=torch.long),
+              "completion_ids": torch.ones(B, T, dtype=torch.long), "completion_mask": mask, "advantages": advantages,
+              "old_per_token_logps": old_logp, "num_items_in_batch": mask.sum()}
+    trl_loss = GRPOTrainer._compute_loss(trainer, None, inputs)
+    (trl_grad,) = torch.autograd.grad(trl_loss, leaf)
+    leaf2 = logp.clone().requires_grad_()
+    lab_loss, stats = policy_loss(leaf2, old_logp, advantages, mask, clip_low=EPS_LOW, clip_high=EPS_HIGH, ratio_level=level,
+                                  aggregation=AGGREGATION[loss_type], max_len=MAX_COMPLETION_LENGTH if loss_type == "dr_grpo" else None,
+                                  dual_clip=3.0)
+    (lab_grad,) = torch.autograd.grad(lab_loss, leaf2)
+    assert stats["dual_clip_frac"] > 0  # the dual clip really bites on this batch
+    assert_close(lab_loss.detach(), trl_loss.detach(), rtol=1e-12, atol=1e-14)
+    assert_close(lab_grad, trl_grad, rtol=1e-12, atol=1e-14)
+    # and without the dual clip the lab's loss is different here (so the equality is not vacuous)
+    plain, _ = policy_loss(logp, old_logp, advantages, mask, clip_low=EPS_LOW, clip_high=EPS_HIGH, ratio_level=level,
+                           aggregation=AGGREGATION[loss_type], max_len=MAX_COMPLETION_LENGTH if loss_type == "dr_grpo" else None)
+    assert abs(plain.item() - lab_loss.item()) > 1e-3
+
+
+def test_trl_default_bias_corrected_kl_keeps_the_value_but_changes_the_gradient():
+    # On-policy (old logps omitted, TRL uses logp.detach()): the ratio is 1 in value, so the loss is the lab's,
+    # but TRL's default multiplies the KL by that differentiable ratio, which changes the gradient.
+    logp, _, ref_logp, advantages, mask, entropies = make_batch(seed=9)
+    grads = {}
+    for correct in (False, True):
+        leaf = logp.clone().requires_grad_()
+        trainer = fake_trainer("grpo", "token", 0.04, leaf, entropies, use_bias_correction_kl=correct)
+        inputs = {"prompt_ids": torch.ones(B, P, dtype=torch.long), "prompt_mask": torch.ones(B, P, dtype=torch.long),
+                  "completion_ids": torch.ones(B, T, dtype=torch.long), "completion_mask": mask, "advantages": advantages,
+                  "ref_per_token_logps": ref_logp}
+        loss = GRPOTrainer._compute_loss(trainer, None, inputs)
+        (grads[correct],) = torch.autograd.grad(loss, leaf)
+        grads[(correct, "loss")] = loss.detach()
+    lab_loss, lab_grad, _ = lab_loss_and_grad("grpo", "token", 0.04, (logp, logp.clone(), ref_logp, advantages, mask, None))
+    assert_close(grads[(False, "loss")], lab_loss, rtol=1e-12, atol=1e-14)
+    assert_close(grads[(True, "loss")], lab_loss, rtol=1e-12, atol=1e-14)
+    assert_close(grads[False], lab_grad, rtol=1e-12, atol=1e-14)
+    assert (grads[True] - lab_grad).abs().max() > 1e-4
