@@ -3,6 +3,7 @@
     python -m grpo_lab train --algo grpo --steps 100 --seed 0 --json runs/grpo.json
     python -m grpo_lab eval --model assets/tiny-sum3 --samples 8
     python -m grpo_lab pretrain
+    python -m grpo_lab bench --json runs/bench.json
 
 Bad arguments print one line and exit with status 2; nothing prints a traceback at a learner.
 """
@@ -124,6 +125,21 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--target-accuracy", type=_positive_float, default=0.35)
     pt.add_argument("--eval-from", type=_positive_int, default=150)
     pt.add_argument("--quiet", action="store_true")
+
+    bn = sub.add_parser("bench", help="speed side by side: the lab's GRPO step against TRL's GRPOTrainer, rollout tokens/s, memory")
+    bn.add_argument("--prompts", type=_positive_int, default=16, help="prompts per step")
+    bn.add_argument("--group-size", type=_positive_int, default=8, help="G: completions per prompt (at least 2)")
+    bn.add_argument("--max-new-tokens", type=_positive_int, default=32)
+    bn.add_argument("--steps", type=_positive_int, default=5, help="timed steps per side (the median is reported)")
+    bn.add_argument("--warmup", type=_non_negative_int, default=2, help="untimed steps first")
+    bn.add_argument("--rollout-repeats", type=_positive_int, default=5, help="timed calls of each generator")
+    bn.add_argument("--temperature", type=_positive_float, default=1.0)
+    bn.add_argument("--lr", type=_positive_float, default=1e-4)
+    bn.add_argument("--seed", type=_non_negative_int, default=0)
+    bn.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when available")
+    bn.add_argument("--only", nargs="+", choices=["lab", "trl", "rollout"], default=None, help="measure only these parts")
+    bn.add_argument("--in-process", action="store_true", help="run the parts here, not each in its own forked process")
+    bn.add_argument("--json", metavar="FILE", help="write the measurements here")
     return p
 
 
@@ -142,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             return _eval(args)
         if args.command == "compare":
             return _compare(args)
+        if args.command == "bench":
+            return _bench(args)
         return _pretrain(args)
     except ValueError as err:  # the lab's own input checks: one line, not a traceback
         print(f"python -m grpo_lab {args.command}: error: {err}", file=sys.stderr)
@@ -231,6 +249,20 @@ def _pretrain(args) -> int:
                  target_accuracy=args.target_accuracy, eval_from=args.eval_from, progress=not args.quiet)
     print(f"pretrained {s['parameters']:,} parameters in {s['seconds']:.0f} s ({s['steps']} steps): held-out greedy "
           f"accuracy {s['held_out_greedy_accuracy']:.3f}, sampled (T=1) {s['held_out_sampled_accuracy_t1']:.3f}")
+    return 0
+
+
+def _bench(args) -> int:
+    from .bench import SIDES, BenchConfig, format_table, run_bench
+    from .trainer import save_json
+
+    cfg = BenchConfig(prompts=args.prompts, group_size=args.group_size, max_new_tokens=args.max_new_tokens, steps=args.steps,
+                      warmup=args.warmup, rollout_repeats=args.rollout_repeats, temperature=args.temperature, lr=args.lr,
+                      seed=args.seed, device=args.device, sides=tuple(args.only or SIDES), isolate=not args.in_process)
+    result = run_bench(cfg, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(format_table(result))
+    if args.json:
+        save_json(result, args.json)
     return 0
 
 

@@ -21,8 +21,10 @@ constant schedule and gradient clip 1.0; GRPO's loss (``loss_type="grpo"`` in TR
 ``seq_mean_token_mean``), clip 0.2, beta 0 (no reference model), one optimiser step per generation.
 The lab does not measure KL here (``track_kl=False``), since TRL with beta 0 loads no reference
 model; and TRL's gradient checkpointing (on by default in ``GRPOConfig``) is turned off, since the
-lab does not recompute activations. A step is the wall time between the ends of two consecutive
-steps of each library's own training loop, so the loop's own overhead counts on both sides.
+lab does not recompute activations. TRL's trainer is built by ``trl_bridge.make_trl_trainer`` (the
+lab's GRPO preset as a ``GRPOConfig``) with the bench's settings on top, and ``check_trl_settings``
+fails the run if any of the above does not hold. A step is the wall time between the ends of two
+consecutive steps of each library's own training loop, so the loop's own overhead counts on both sides.
 
 Each side runs in its own forked process (Linux), so neither sees the other's memory, imports
 or monkey-patched timers, and each side's peak memory is its own. The timers are hooks: a
@@ -41,6 +43,7 @@ import statistics
 import sys
 import time
 import traceback
+import warnings
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
@@ -107,7 +110,7 @@ class Clock:
         self._opt_start: float | None = None
         self._undo: list = []
 
-    def install(self, model) -> "Clock":
+    def install(self, model) -> Clock:
         import torch
 
         def pre_forward(module, args, kwargs):
@@ -127,7 +130,10 @@ class Clock:
 
         torch.autograd.backward = timed_backward
         self._undo.append(lambda: setattr(torch.autograd, "backward", orig_backward))
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
 
         def opt_pre(opt, args, kwargs):
             self._opt_start = time.perf_counter()
@@ -268,7 +274,7 @@ class Memory:
                             peak = int(line.split()[1]) / 1024
             except OSError:
                 pass
-            if peak != peak:
+            if math.isnan(peak):
                 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             kind = "cpu_rss"
         return {"kind": kind, "before_mb": round(self.base, 1), "peak_mb": round(peak, 1),
@@ -301,7 +307,7 @@ def run_lab(cfg: BenchConfig) -> dict:
     import torch
 
     from . import trainer as trainer_module
-    from .trainer import Trainer, TrainConfig
+    from .trainer import TrainConfig, Trainer
 
     tc = TrainConfig(algo="grpo", steps=cfg.warmup + cfg.steps, seed=cfg.seed, prompts_per_step=cfg.prompts,
                      group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
@@ -366,9 +372,8 @@ def run_trl(cfg: BenchConfig) -> dict:
     import tempfile
 
     import torch
-    from transformers import TrainerCallback
-
     import trl
+    from transformers import TrainerCallback
 
     from .models import load_policy, set_threads
     from .tasks import Task, get_task
@@ -376,6 +381,7 @@ def run_trl(cfg: BenchConfig) -> dict:
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' renames, said once per setting
     set_threads()
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_policy("tiny-sum3", cfg.device)
@@ -627,7 +633,7 @@ def format_table(r: dict) -> str:
         row("peak memory added (MB)", lambda x: f"{x['memory']['peak_added_mb']:.0f}")
         row("peak memory (MB)", lambda x: f"{x['memory']['peak_mb']:.0f}")
     if "speedup" in r:
-        lines += ["", f"lab step is {r['speedup']:.2f}x faster than TRL's (median step time ratio, TRL / lab); "
+        lines += ["", f"speed-up of the lab over TRL (median step time, TRL / lab): {r['speedup']:.2f}x; "
                       f"same prompts: {r['same_prompts']}"]
     if "rollout" in r:
         ro = r["rollout"]

@@ -126,14 +126,32 @@ def sample_group(
     B = ids.shape[0]
     was_training = model.training
     model.eval()
-    out = model(input_ids=ids, attention_mask=am, position_ids=_positions(am), use_cache=True, logits_to_keep=1)
+    # Speed: the G samples of a prompt share its prefix, so each prompt is run once and its KV cache
+    # (and first-token logits) repeated G times: the same numbers as running every copy.
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=_positions(prompt_mask), use_cache=True, logits_to_keep=1)
     cache = out.cache if hasattr(out, "cache") else out.past_key_values
-    logits = out.logits[:, -1, :]
+    logits = out.logits[:, -1, :].repeat_interleave(group_size, dim=0)
+    if group_size > 1 and hasattr(cache, "batch_repeat_interleave"):
+        cache.batch_repeat_interleave(group_size)
+    elif group_size > 1:  # a cache that cannot be repeated: run every copy
+        out = model(input_ids=ids, attention_mask=am, position_ids=_positions(am), use_cache=True, logits_to_keep=1)
+        cache = out.cache if hasattr(out, "cache") else out.past_key_values
+        logits = out.logits[:, -1, :]
     pos = _positions(am)[:, -1]
     tokens, logps, ents = [], [], []
     done = torch.zeros(B, dtype=torch.bool, device=device)
     alive_mask = []
+    # Speed: rows that have finished leave the model's batch (their KV-cache rows are dropped), so
+    # late steps run on the rows still writing. ``rows`` are the batch rows the model still runs on.
+    # Sampling keeps the full [B, V] shape (finished rows get a placeholder distribution and pad), so
+    # it draws the same random numbers as if every row still ran: the same seed gives the same tokens.
+    rows = None
+    compactable = hasattr(cache, "reorder_cache")
     for _ in range(max_new_tokens):
+        if rows is not None:
+            full = logits.new_zeros(B, logits.shape[-1])
+            full[rows] = logits
+            logits = full
         scaled = logits.float() / temperature
         logprobs = torch.log_softmax(scaled, dim=-1)
         if greedy:
@@ -150,7 +168,13 @@ def sample_group(
             break
         am = torch.cat([am, alive_mask[-1].long().unsqueeze(1)], dim=1)  # the token just written is real
         pos = pos + 1
-        out = model(input_ids=nxt.unsqueeze(1), attention_mask=am, position_ids=pos.unsqueeze(1), cache=cache, use_cache=True)
+        running = torch.arange(B, device=device) if rows is None else rows
+        if compactable and int((~done).sum()) <= len(running) * 7 // 8:  # compact once an eighth has finished
+            keep = (~done[running]).nonzero().flatten()
+            cache.reorder_cache(keep)
+            rows = running[keep]
+        sel = slice(None) if rows is None else rows
+        out = model(input_ids=nxt[sel].unsqueeze(1), attention_mask=am[sel], position_ids=pos[sel].unsqueeze(1), cache=cache, use_cache=True)
         cache = out.cache if hasattr(out, "cache") else out.past_key_values
         logits = out.logits[:, -1, :]
     if was_training:
@@ -172,20 +196,126 @@ def sample_group(
 
 
 def token_logps(
-    model, prompt_ids, prompt_mask, completion_ids, completion_mask, temperature: float = 1.0, with_entropy: bool = False
+    model, prompt_ids, prompt_mask, completion_ids, completion_mask, temperature: float = 1.0, with_entropy: bool = False,
+    bucket: bool = True,
 ):
-    """Log-probs ``[B, T]`` of the completion tokens under ``model`` at ``temperature`` (one forward pass).
+    """Log-probs ``[B, T]`` of the completion tokens under ``model`` at ``temperature``.
 
     Returns ``(logp, entropy)``; ``entropy`` is None unless ``with_entropy``. Gradients flow when
-    called outside ``torch.no_grad``.
+    called outside ``torch.no_grad``. ``bucket`` (on the CPU) runs rows of similar length together,
+    skipping the padding (``length_buckets``), and each distinct prompt once; False: one forward pass
+    over the padded batch. Both give the same values up to float rounding.
     """
+    B, T = completion_ids.shape
+    # A row's width: up to its last real token (the mask may have holes, e.g. a tool mask).
+    widths = (completion_mask.long() * torch.arange(1, T + 1, device=completion_mask.device)).amax(dim=1)
+    buckets = length_buckets(widths, prompt_ids.shape[1], T, completion_ids.device) if bucket else None
+    if buckets and (len(buckets) > 1 or buckets[0][1] < T):
+        # Speed: rows sorted by length and run in buckets, each cut to its longest completion, so no
+        # compute goes to padding. Each row's values are the same (up to float rounding) as in one
+        # batch: positions after a row's last token never influence it (causal attention).
+        # And a prompt shared by a group is run once: its keys and values (and gradients) serve all G rows.
+        logp, ent = completion_ids.new_zeros(B, T, dtype=torch.float32), None
+        if with_entropy:
+            ent = torch.zeros_like(logp)
+        prefix = _shared_prefix(model, prompt_ids, prompt_mask)
+        for idx, width in buckets:
+            if prefix is None:
+                lp, en = token_logps(model, prompt_ids[idx], prompt_mask[idx], completion_ids[idx, :width],
+                                     completion_mask[idx, :width], temperature, with_entropy, bucket=False)
+            else:
+                lp, en = _logps_after_prefix(model, prefix, idx, prompt_mask[idx], completion_ids[idx, :width],
+                                             completion_mask[idx, :width], temperature, with_entropy)
+            logp = logp.index_put((idx.unsqueeze(1), torch.arange(width, device=logp.device)), lp)
+            if with_entropy:
+                ent = ent.index_put((idx.unsqueeze(1), torch.arange(width, device=ent.device)), en)
+        return logp, ent
     ids = torch.cat([prompt_ids, completion_ids], dim=1)
     am = torch.cat([prompt_mask, completion_mask], dim=1)
-    T = completion_ids.shape[1]
     # logits at position p predict token p+1: keep the T positions before each completion token.
     logits = model(input_ids=ids, attention_mask=am, position_ids=_positions(am), logits_to_keep=T + 1).logits[:, :-1, :]
+    return _logps_from_logits(logits, completion_ids, completion_mask, temperature, with_entropy)
+
+
+def _logps_from_logits(logits, completion_ids, completion_mask, temperature, with_entropy):
     logits = logits.float() / temperature
     logp = torch.log_softmax(logits, dim=-1).gather(2, completion_ids.unsqueeze(2)).squeeze(2)
     logp = logp * completion_mask
     ent = entropy_from_logits(logits) * completion_mask if with_entropy else None
     return logp, ent
+
+
+def _shared_prefix(model, prompt_ids, prompt_mask):
+    """``(row -> unique prompt, first-token logits, [(keys, values) per layer])`` of the distinct
+    prompts, run once with gradients; None when no prompt repeats or the cache has no per-layer
+    keys and values."""
+    rows = torch.cat([prompt_ids, prompt_mask], dim=1)
+    uniq, inv = torch.unique(rows, dim=0, return_inverse=True)
+    if len(uniq) == len(rows):
+        return None
+    P = prompt_ids.shape[1]
+    ids, mask = uniq[:, :P], uniq[:, P:]
+    out = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), use_cache=True, logits_to_keep=1)
+    cache = out.cache if hasattr(out, "cache") else out.past_key_values
+    layers = getattr(cache, "layers", None)
+    if not layers or not all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
+        return None
+    return inv, out.logits[:, -1, :], [(layer.keys, layer.values) for layer in layers]
+
+
+def _logps_after_prefix(model, prefix, idx, prompt_mask, completion_ids, completion_mask, temperature, with_entropy):
+    """``token_logps`` for rows ``idx`` whose prompts were run by ``_shared_prefix``: only the
+    completion tokens go through the model, attending to the prompt's cached keys and values."""
+    from transformers import DynamicCache
+
+    inv, first, kv = prefix
+    rows = inv[idx]
+    logits = first[rows].unsqueeze(1)  # the prompt's last position predicts the first completion token
+    w = completion_ids.shape[1]
+    if w > 1:
+        cache = DynamicCache()
+        for layer, (k, v) in enumerate(kv):
+            cache.update(k[rows], v[rows], layer)
+        am = torch.cat([prompt_mask, completion_mask[:, : w - 1]], dim=1)
+        more = model(input_ids=completion_ids[:, : w - 1], attention_mask=am, position_ids=_positions(am)[:, -(w - 1) :],
+                     cache=cache, use_cache=True).logits
+        logits = torch.cat([logits, more], dim=1)
+    return _logps_from_logits(logits, completion_ids, completion_mask, temperature, with_entropy)
+
+
+BUCKET_OVERHEAD_TOKENS = 128
+"""What one more forward pass costs on the CPU, in tokens of compute (a rough measure: the tiny model
+on the 2-core CPU, where 64-256 gave about the same speed)."""
+
+
+def length_buckets(lengths: torch.Tensor, prompt_width: int, width: int, device) -> list[tuple[torch.Tensor, int]]:
+    """Rows grouped for ``token_logps``: ``[(row indices, completion width), ...]``; ``lengths`` ``[B]``
+    is each row's width (up to its last real token), ``width`` the padded width.
+
+    On the CPU, rows sorted by length are cut into the groups that minimise the tokens computed
+    (rows x (prompt + longest completion of the group)) plus ``BUCKET_OVERHEAD_TOKENS`` a group, by
+    dynamic programming over the distinct lengths. On a GPU, padding costs little and one large
+    batch is faster: one group of all rows at the full width.
+    """
+    B = lengths.shape[0]
+    if torch.device(device).type != "cpu" or B < 2:
+        return [(torch.arange(B, device=device), width)]
+    order = torch.argsort(lengths, stable=True)
+    values, counts = torch.unique_consecutive(lengths[order], return_counts=True)
+    values = [max(1, v) for v in values.tolist()]
+    ends = torch.cumsum(counts, 0).tolist()
+    # best[j]: least cost for the rows with the j smallest distinct lengths; cut[j]: where its last group starts
+    best, cut = [0.0] + [float("inf")] * len(values), [0] * (len(values) + 1)
+    for j in range(1, len(values) + 1):
+        for i in range(j):
+            rows = ends[j - 1] - (ends[i - 1] if i else 0)
+            c = best[i] + rows * (prompt_width + values[j - 1]) + BUCKET_OVERHEAD_TOKENS
+            if c < best[j]:
+                best[j], cut[j] = c, i
+    groups, j = [], len(values)
+    while j > 0:
+        i = cut[j]
+        start = ends[i - 1] if i else 0
+        groups.append((order[start : ends[j - 1]], min(width, values[j - 1])))
+        j = i
+    return groups[::-1]
