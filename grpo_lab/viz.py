@@ -461,7 +461,9 @@ def plot_pass_at_k(curves: dict, ax=None, title: str = ""):
         runs = c if isinstance(c, list) else [c]
         ks = sorted(int(k) for k in runs[0])
         vals = torch.tensor([[float(r[k] if k in r else r[str(k)]) for k in ks] for r in runs], dtype=torch.float64)
-        line, = ax.plot(ks, vals.mean(dim=0).tolist(), "o-", ms=3, lw=1.6, color=ALGO_COLORS.get(name), label=name)
+        known = name in ALGO_COLORS  # anything else (e.g. the shipped model): a dashed black reference line
+        line, = ax.plot(ks, vals.mean(dim=0).tolist(), "o-" if known else "s--", ms=3, lw=1.6,
+                        color=ALGO_COLORS[name] if known else "black", label=name)
         if len(runs) > 1:
             ax.fill_between(ks, vals.min(dim=0).values.tolist(), vals.max(dim=0).values.tolist(), color=line.get_color(), alpha=0.15, lw=0)
     ax.set_xscale("log", base=2)
