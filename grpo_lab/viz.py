@@ -203,8 +203,13 @@ def plot_gspo_ratios(log_ratio, mask, eps: float = 3e-4, title: str = "", ax=Non
 def clip_share(log_w, advantages, eps_low: float, eps_high: float | None = None) -> float:
     """Share of ratios the clipped objective clips: ``w > 1+eps_high`` with A > 0 or ``w < 1-eps_low`` with A < 0."""
     log_w = torch.as_tensor(log_w, dtype=torch.float64)
-    a = torch.as_tensor(advantages, dtype=torch.float64).expand_as(log_w)
+    a = torch.as_tensor(advantages, dtype=torch.float64)
+    if a.shape != log_w.shape and not (a.dim() == 0):
+        raise ValueError(f"advantages must have the shape of log_w {tuple(log_w.shape)} (or be a scalar), got {tuple(a.shape)}")
+    a = a.expand_as(log_w)
     eps_high = eps_low if eps_high is None else eps_high
+    if not (eps_low >= 0 and eps_high >= 0):
+        raise ValueError(f"eps_low and eps_high must be >= 0, got {eps_low} and {eps_high}")
     w = log_w.exp()
     return float((((w > 1 + eps_high) & (a > 0)) | ((w < 1 - eps_low) & (a < 0))).double().mean())
 
@@ -272,6 +277,9 @@ def plot_token_weights(weights: dict, row_labels: list[str], title: str = "", ax
     import matplotlib as mpl
 
     mats = {k: torch.as_tensor(v, dtype=torch.float64) for k, v in weights.items()}
+    if not mats or any(m.dim() != 2 or m.shape[0] != len(row_labels) for m in mats.values()):
+        raise ValueError(f"weights must map at least one name to a [B, T] tensor with B = len(row_labels) = {len(row_labels)}, "
+                         f"got shapes {[tuple(m.shape) for m in mats.values()]}")
     vmax = max(float(m[torch.isfinite(m)].abs().max()) for m in mats.values()) or 1.0
     if axes is None:
         n = len(mats)
@@ -297,6 +305,10 @@ def plot_token_weights(weights: dict, row_labels: list[str], title: str = "", ax
 def seed_band(histories: list[list[dict]], key: str, smooth: int = 1):
     """Steps, mean and (min, max) across seeds of ``key``, each run first smoothed over ``smooth``
     steps; runs are cut to the shortest. Missing values (None/NaN) are skipped in the smoothing."""
+    if not histories or any(not h for h in histories):
+        raise ValueError(f"histories must be a non-empty list of non-empty histories, got {len(histories)} with lengths {[len(h) for h in histories]}")
+    if isinstance(smooth, bool) or not isinstance(smooth, int) or smooth < 1:
+        raise ValueError(f"smooth must be a positive int, got {smooth!r}")
     n = min(len(h) for h in histories)
     runs = []
     for h in histories:

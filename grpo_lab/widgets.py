@@ -104,6 +104,8 @@ def gspo_ratio_explorer(log_ratios: dict, mask, advantages):
     import ipywidgets as w
 
     labels = list(log_ratios)
+    if not labels or any(len(v) == 0 for v in log_ratios.values()):
+        raise ValueError(f"log_ratios must map at least one label to a non-empty list of [B, T] tensors, got {len(labels)} label(s)")
     n_steps = len(log_ratios[labels[0]])
 
     def draw(label, steps, eps):
@@ -125,7 +127,7 @@ def gspo_ratio_explorer(log_ratios: dict, mask, advantages):
     return explore(draw, label=label, steps=steps, eps=eps)
 
 
-def gfpo_explorer(texts: list[list[str]], correct, lengths, max_show: int = 16):
+def gfpo_explorer(texts: list[list[str]], correct, lengths):
     """GFPO's filter on real samples: sliders for G (how many sampled) and k (how many kept), and the metric.
 
     ``texts[p]`` are the completions sampled for prompt p; ``correct`` and ``lengths`` are
@@ -137,6 +139,9 @@ def gfpo_explorer(texts: list[list[str]], correct, lengths, max_show: int = 16):
 
     correct = torch.as_tensor(correct, dtype=torch.float32)
     lengths = torch.as_tensor(lengths)
+    if correct.dim() != 2 or lengths.shape != correct.shape or len(texts) != correct.shape[0]:
+        raise ValueError(f"correct and lengths must both be [P, G_max] with P = len(texts) = {len(texts)}, "
+                         f"got {tuple(correct.shape)} and {tuple(lengths.shape)}")
     P, G_max = correct.shape
 
     def draw(G, k, metric):
@@ -182,6 +187,9 @@ def aggregation_explorer(short: int = 4, long: int = 16, max_len: int = 32):
     (A = -1), under the aggregation chosen; sliders for the two lengths."""
     import ipywidgets as w
 
+    for name, v in (("short", short), ("long", long)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= max_len:
+            raise ValueError(f"{name} must be an int in [1, max_len={max_len}], got {v!r}")
     names = {"seq_mean_token_mean": "GRPO: seq-mean-token-mean (1/|o_i| per sequence)",
              "token_mean": "DAPO / TRL default: token-mean (1/sum|o|)",
              "seq_mean_token_sum_norm": f"Dr. GRPO: constant normaliser (1/(B*L_max), L_max={max_len})"}
@@ -214,6 +222,10 @@ def overlong_penalty_explorer(lengths=None, max_len: int = 32, cache_len: int = 
     """DAPO's soft overlong penalty with L_max and L_cache sliders (and, if given, a histogram of
     sampled lengths with the share that would be penalised)."""
     import ipywidgets as w
+
+    from .rewards import soft_overlong_penalty
+
+    soft_overlong_penalty(torch.as_tensor(lengths) if lengths is not None else torch.zeros(1), max_len, cache_len)  # ValueError on bad input
 
     def draw(L_max, L_cache):
         viz.plot_overlong_penalty(L_max, min(L_cache, L_max), lengths)

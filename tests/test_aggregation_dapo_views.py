@@ -54,3 +54,20 @@ def test_sliders_build_and_redraw():
     box2.children[1].value = 40  # L_cache larger than L_max is clamped, not an error
     box2.children[0].value = 16
     plt.close("all")
+
+
+def test_bad_inputs_are_value_errors_naming_the_argument():
+    with pytest.raises(ValueError, match="short must be an int"):
+        widgets.aggregation_explorer(short=0, long=4, max_len=8)
+    with pytest.raises(ValueError, match="long must be an int"):
+        widgets.aggregation_explorer(short=2, long=9, max_len=8)
+    with pytest.raises(ValueError, match="cache_len"):
+        widgets.overlong_penalty_explorer(None, max_len=8, cache_len=9)
+    with pytest.raises(ValueError, match="lengths"):
+        widgets.overlong_penalty_explorer(torch.tensor([-1, 3]))
+    with pytest.raises(ValueError, match="histories must be"):
+        viz.seed_band([], "x")
+    with pytest.raises(ValueError, match="smooth must be"):
+        viz.seed_band([[{"step": 1, "x": 1.0}]], "x", smooth=0)
+    with pytest.raises(ValueError, match="weights must map"):
+        viz.plot_token_weights({"a": torch.zeros(3, 4)}, ["only", "two"])
