@@ -398,14 +398,17 @@ def check_slider_redraws(page, label: str, widget_index: int = 0, timeout: float
     readout_before = (readout.text_content() or "").strip()
     out_el.evaluate(_WATCH_JS)
 
+    # A slider that starts at its maximum (e.g. G = 16 of 16) can only move left.
+    now, top = handle.get_attribute("aria-valuenow"), handle.get_attribute("aria-valuemax")
+    key = "ArrowLeft" if now is not None and top is not None and float(now) >= float(top) else "ArrowRight"
     handle.focus()
-    page.keyboard.press("ArrowRight")
+    page.keyboard.press(key)
     start = time.monotonic()
     try:
         page.wait_for_function("([el, v]) => el.textContent.trim() !== v",
                                arg=[readout.element_handle(), readout_before], timeout=10_000)
     except Exception as e:
-        raise BrowserCheckFailed(f"{label}: slider {description!r} did not move on ArrowRight "
+        raise BrowserCheckFailed(f"{label}: slider {description!r} did not move on {key} "
                                  f"(readout stayed {readout_before!r})") from e
     readout_after = (readout.text_content() or "").strip()
 
