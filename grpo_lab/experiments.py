@@ -75,58 +75,6 @@ def _run(cmd: list[str]) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
 
 
-def summarise(results: dict[str, list[dict]]) -> list[dict]:
-    """One row per algorithm: means and standard deviations across seeds."""
-    rows = []
-    for algo, runs in results.items():
-        def stat(values):
-            values = [v for v in values if v is not None]
-            if not values:
-                return None, None
-            return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
-
-        before = stat([r["before"]["accuracy"] for r in runs])
-        final = stat([final_accuracy(r) for r in runs])
-        gain = stat([final_accuracy(r) - r["before"]["accuracy"] for r in runs])
-        rows.append({
-            "algo": algo,
-            "seeds": len(runs),
-            "train_seconds": stat([r["train_seconds"] for r in runs])[0],
-            "steps": stat([r["steps"] for r in runs])[0],
-            "before": before[0],
-            "final": final[0],
-            "final_std": final[1],
-            "gain_points": 100 * gain[0],
-            "gain_std_points": 100 * gain[1],
-            "length_after": stat([r["after"]["mean_length"] for r in runs])[0],
-            "length_correct": stat([tail_mean(r["history"], "length_correct") for r in runs])[0],
-            "length_wrong": stat([tail_mean(r["history"], "length_wrong") for r in runs])[0],
-            "entropy": stat([tail_mean(r["history"], "entropy") for r in runs])[0],
-            "kl": stat([tail_mean(r["history"], "kl") for r in runs])[0],
-            "clip_frac": stat([tail_mean(r["history"], "clip_frac") for r in runs])[0],
-            "samples_per_step": stat([r["history"][-1]["samples_generated"] / max(1, r["steps"]) for r in runs])[0],
-            "peak_memory_mb": stat([r["peak_memory_mb"] for r in runs])[0],
-        })
-    return rows
-
-
-def format_table(rows: list[dict]) -> str:
-    head = ("algo", "seeds", "train s", "steps", "before", "final", "gain (pts)", "len ok", "len wrong", "entropy", "kl", "clip", "samples/step", "peak MB")
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-
-    def f(v, fmt):
-        return "-" if v is None else format(v, fmt)
-
-    for r in rows:
-        lines.append("| " + " | ".join([
-            r["algo"], str(r["seeds"]), f(r["train_seconds"], ".0f"), f(r["steps"], ".0f"), f(r["before"], ".3f"),
-            f"{f(r['final'], '.3f')} ± {f(r['final_std'], '.3f')}", f"{f(r['gain_points'], '+.1f')} ± {f(r['gain_std_points'], '.1f')}",
-            f(r["length_correct"], ".1f"), f(r["length_wrong"], ".1f"), f(r["entropy"], ".3f"), f(r["kl"], ".3f"),
-            f(r["clip_frac"], ".4f"), f(r["samples_per_step"], ".0f"), f(r["peak_memory_mb"], ".0f"),
-        ]) + " |")
-    return "\n".join(lines)
-
-
 def compare(algos: list[str], seeds: list[int], seconds: dict[str, float] | None = None, steps: int = 100000,
             eval_every: int = 20, n_eval: int = 1000, out_dir: str | Path | None = None, extra: list[str] | None = None,
             progress=print, max_samples: int | None = None, pass_k: int | None = None) -> dict:
@@ -145,8 +93,10 @@ def compare(algos: list[str], seeds: list[int], seconds: dict[str, float] | None
             if progress:
                 progress(f"{algo} seed {seed}: {s['before']['accuracy']:.3f} -> {final_accuracy(s):.3f} "
                          f"in {s['train_seconds']:.0f} s ({s['steps']} steps)")
-    rows = summarise(results)
-    return {"runs": {a: [str(out_dir / f"{a}-seed{s}.json") for s in seeds] for a in algos}, "rows": rows, "table": format_table(rows)}
+    metrics = tuple(m for m in RUN_METRICS if pass_k or not m.startswith("pass@"))
+    rows = seed_table(results, metrics)
+    return {"runs": {a: [str(out_dir / f"{a}-seed{s}.json") for s in seeds] for a in algos}, "rows": rows,
+            "table": format_seed_table(rows, metrics)}
 
 
 # --- several seeds: the spread, and whether a difference is more than noise ---------------------
