@@ -32,6 +32,15 @@ def _ax(ax, figsize=(6, 3.5)):
     return ax.figure, ax
 
 
+def _smoothed(vals: list[float], smooth: int) -> list[float]:
+    """Moving average over the last ``smooth`` values; NaN (a step that did not record the metric) is skipped."""
+    out = []
+    for i in range(len(vals)):
+        win = [v for v in vals[max(0, i - smooth + 1) : i + 1] if v == v]
+        out.append(sum(win) / len(win) if win else math.nan)
+    return out
+
+
 def plot_group(texts: list[str], rewards, advantages, title: str | None = None, ax=None):
     """One sampled group: each completion's advantage as a bar, coloured by its reward."""
     rewards, advantages = torch.as_tensor(rewards, dtype=torch.float64), torch.as_tensor(advantages, dtype=torch.float64)
@@ -157,8 +166,7 @@ def plot_runs(histories: dict[str, list[dict]], keys=("accuracy", "length_mean",
     for name, hist in histories.items():
         xs = [h[x] for h in hist]
         for ax, key in zip(axes, keys):
-            vals = [math.nan if h.get(key) is None else h[key] for h in hist]
-            sm = [sum(v for v in vals[max(0, i - smooth + 1) : i + 1]) / len(vals[max(0, i - smooth + 1) : i + 1]) for i in range(len(vals))]
+            sm = _smoothed([math.nan if h.get(key) is None else h[key] for h in hist], smooth)
             ax.plot(xs, sm, label=name, color=ALGO_COLORS.get(name), lw=1.5)
             ax.set_title(METRIC_NOTES.get(key, (key,))[0] if key in METRIC_NOTES else key, fontsize=9)
             ax.set_xlabel("training seconds" if x == "wall_seconds" else x, fontsize=8)
@@ -312,12 +320,7 @@ def seed_band(histories: list[list[dict]], key: str, smooth: int = 1):
     n = min(len(h) for h in histories)
     runs = []
     for h in histories:
-        vals = [math.nan if h[i].get(key) is None else float(h[i][key]) for i in range(n)]
-        sm = []
-        for i in range(n):
-            win = [v for v in vals[max(0, i - smooth + 1) : i + 1] if v == v]
-            sm.append(sum(win) / len(win) if win else math.nan)
-        runs.append(sm)
+        runs.append(_smoothed([math.nan if h[i].get(key) is None else float(h[i][key]) for i in range(n)], smooth))
     t = torch.tensor(runs, dtype=torch.float64)
     steps = [histories[0][i]["step"] for i in range(n)]
     return steps, t.nanmean(dim=0), t.min(dim=0).values, t.max(dim=0).values
@@ -392,14 +395,6 @@ def plot_trl_loss_weights(weights: dict, lengths: tuple[int, int], max_completio
 BAKEOFF_KEYS = ("accuracy", "length_correct", "length_wrong", "entropy", "kl", "clip_frac")
 _BAKEOFF_TITLES = {"accuracy": "accuracy (training batch)", "length_correct": "length of right answers",
                    "length_wrong": "length of wrong answers", "clip_frac": "share of tokens clipped"}
-
-
-def _smoothed(vals: list[float], smooth: int) -> list[float]:
-    out = []
-    for i in range(len(vals)):
-        win = [v for v in vals[max(0, i - smooth + 1) : i + 1] if v == v]
-        out.append(sum(win) / len(win) if win else math.nan)
-    return out
 
 
 def plot_bakeoff(results: dict, keys=BAKEOFF_KEYS, x: str = "samples_generated", smooth: int = 5, n_grid: int = 60, axes=None):
