@@ -4,6 +4,7 @@
     python -m grpo_lab eval --model assets/tiny-sum3 --samples 8
     python -m grpo_lab pretrain
     python -m grpo_lab bench --json runs/bench.json
+    python -m grpo_lab paired --vary clip_high=0.2,0.28 --steps 60 --set minibatches=8 --set epochs=2
 
 Bad arguments print one line and exit with status 2; nothing prints a traceback at a learner.
 """
@@ -59,6 +60,22 @@ def _override(text: str) -> tuple[str, object]:
         parsed = json.loads(value)
     except json.JSONDecodeError:
         parsed = value
+    return key, parsed
+
+
+def _vary(text: str) -> tuple[str, list]:
+    """FIELD=V1,V2,...: each value read as JSON (so 0.28 is a number and null is None)."""
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"must look like FIELD=V1,V2, got {text!r}")
+    key, values = text.split("=", 1)
+    parsed = []
+    for v in values.split(","):
+        try:
+            parsed.append(json.loads(v))
+        except json.JSONDecodeError:
+            parsed.append(v)
+    if len(parsed) < 2:
+        raise argparse.ArgumentTypeError(f"needs at least two values after {key}=, got {values!r}")
     return key, parsed
 
 
@@ -118,6 +135,24 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default="runs/compare", help="folder for each run's JSON and the summary")
     c.add_argument("--set", dest="overrides", type=_override, action="append", default=[], metavar="FIELD=VALUE")
 
+    pr = sub.add_parser("paired", help="one batch, several update rules: each arm's update from the same weights, every step")
+    pr.add_argument("--algo", choices=sorted(PRESETS), default="grpo")
+    pr.add_argument("--vary", type=_vary, required=True, metavar="FIELD=V1,V2,...",
+                    help="the update field the arms differ in and its values, the first one followed, e.g. clip_high=0.2,0.28")
+    pr.add_argument("--steps", type=_positive_int, default=60)
+    pr.add_argument("--seed", type=_non_negative_int, default=0)
+    pr.add_argument("--prompts", type=_positive_int, default=16, help="prompts per step")
+    pr.add_argument("--group-size", type=_positive_int, default=8)
+    pr.add_argument("--max-new-tokens", type=_positive_int, default=32)
+    pr.add_argument("--lr", type=_positive_float, default=1e-4)
+    pr.add_argument("--low-p", type=_positive_float, default=0.2,
+                    help="a positive-advantage token counts as low-probability below this probability")
+    pr.add_argument("--set", dest="overrides", type=_override, action="append", default=[], metavar="FIELD=VALUE",
+                    help="change one Algorithm field in every arm, e.g. --set minibatches=8 --set epochs=2")
+    pr.add_argument("--device", default=None)
+    pr.add_argument("--json", metavar="FILE")
+    pr.add_argument("--quiet", action="store_true")
+
     pt = sub.add_parser("pretrain", help="build the tiny policy in assets/ from scratch (supervised)")
     pt.add_argument("--out", default=None, help="folder (default: assets/tiny-sum3)")
     pt.add_argument("--seed", type=_non_negative_int, default=0)
@@ -160,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             return _compare(args)
         if args.command == "bench":
             return _bench(args)
+        if args.command == "paired":
+            return _paired(args)
         return _pretrain(args)
     except ValueError as err:  # the lab's own input checks: one line, not a traceback
         print(f"python -m grpo_lab {args.command}: error: {err}", file=sys.stderr)
@@ -238,6 +275,22 @@ def _compare(args) -> int:
                      progress=lambda line: print(line, flush=True), max_samples=args.max_samples, pass_k=args.pass_k)
     save_json(result, f"{args.out}/summary.json")
     print(result["table"])
+    return 0
+
+
+def _paired(args) -> int:
+    from .experiments import format_paired_summary, paired_updates
+    from .trainer import TrainConfig, save_json
+
+    field, values = args.vary
+    arms = {f"{field}={json.dumps(v)}": {field: v} for v in values}
+    cfg = TrainConfig(algo=args.algo, steps=args.steps, seed=args.seed, prompts_per_step=args.prompts,
+                      group_size=args.group_size, max_new_tokens=args.max_new_tokens, lr=args.lr, device=args.device,
+                      algo_overrides=dict(args.overrides))
+    result = paired_updates(cfg, arms, args.steps, low_p=args.low_p, progress=not args.quiet)
+    print(format_paired_summary(result["summary"]))
+    if args.json:
+        save_json(result, args.json)
     return 0
 
 

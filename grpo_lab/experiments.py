@@ -205,3 +205,154 @@ def load_runs(algos, seeds, pattern: str = "{algo}_seed{seed}") -> dict[str, lis
     if not algos or not seeds:
         raise ValueError(f"algos and seeds must be non-empty, got {list(algos)} and {list(seeds)}")
     return {a: [load_history(pattern.format(algo=a, seed=s)) for s in seeds] for a in algos}
+
+
+# --- one batch, two update rules: a paired comparison -------------------------------------------
+
+# Algorithm fields that act only in the update. An arm may change these; fields that act while the
+# batch is collected (dynamic sampling, GFPO's filter, the reward shaping) would be silently ignored.
+UPDATE_FIELDS = ("clip_low", "clip_high", "dual_clip", "ratio_level", "aggregation", "beta", "kl_kind", "entropy_coef",
+                 "minibatches", "epochs")
+
+
+def paired_updates(cfg, arms: dict[str, dict], steps: int, follow: str | None = None, low_p: float = 0.2,
+                   progress: bool = True, trainer=None) -> dict:
+    """Every step, one batch is sampled once and each arm's update is applied to it from the same
+    weights, optimiser state and mini-batch order; the run then goes on from arm ``follow``
+    (default: the first).
+
+    Two independent runs differ by their samples as well as by their update rule, and with a small
+    effect the samples win (the clip-higher runs of notebook 05). Here only the rule differs, so a
+    small effect shows as a consistent per-step difference. ``arms`` maps a name to Algorithm field
+    overrides, e.g. ``{"symmetric": {}, "clip-higher": {"clip_high": 0.28}}``; only the fields in
+    ``UPDATE_FIELDS`` may differ.
+
+    Measured on the batch, per arm and step, after the update against before it:
+    ``entropy_change`` (mean token entropy, nats), ``low_p_pos_logp_change`` (mean log-prob change of
+    tokens with positive advantage and probability below ``low_p``: the tokens an upper clip holds
+    back), ``pos_logp_change`` and ``neg_logp_change`` (all tokens with positive / negative advantage),
+    and the update's clip fractions. ``summary`` gives each arm's mean over steps and, for every arm
+    after the first, the paired difference from the first arm (mean, standard error over steps, the
+    share of steps where it is positive).
+    """
+    import copy
+    import dataclasses
+
+    import torch
+    from tqdm.auto import tqdm
+
+    from .advantages import group_advantages
+    from .rollout import token_logps
+    from .trainer import Trainer
+
+    if len(arms) < 2:
+        raise ValueError(f"arms must name at least two update rules, got {list(arms)}")
+    for name, overrides in arms.items():
+        bad = sorted(set(overrides) - set(UPDATE_FIELDS))
+        if bad:
+            raise ValueError(f"arms[{name!r}] may only change the update's fields {list(UPDATE_FIELDS)}, got {bad}")
+    follow = next(iter(arms)) if follow is None else follow
+    if follow not in arms:
+        raise ValueError(f"follow must be one of the arms {list(arms)}, got {follow!r}")
+    if not 0 < low_p <= 1:
+        raise ValueError(f"low_p must be in (0, 1], got {low_p}")
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    trainer = trainer or Trainer(cfg)
+    cfg, base = trainer.cfg, trainer.algo
+    if base.advantage != "group":
+        raise ValueError(f"paired_updates needs an algorithm with group advantages (GRPO family), got {base.name!r} "
+                         f"with advantage={base.advantage!r}")
+    algos = {name: dataclasses.replace(base, **overrides) for name, overrides in arms.items()}
+
+    @torch.no_grad()
+    def measure(ro):
+        trainer.model.eval()
+        return token_logps(trainer.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask,
+                           trainer.cfg.temperature, with_entropy=True)
+
+    def masked(x, where):
+        return float(x[where].mean()) if bool(where.any()) else None
+
+    history = []
+    for _ in tqdm(range(steps), desc="paired updates", disable=not progress):
+        trainer.algo = algos[follow]
+        batch = trainer.collect()
+        ro, _, rewards, _, _ = batch
+        mask = ro.completion_mask.bool()
+        adv = group_advantages(rewards, trainer.cfg.group_size, scale=base.scale).unsqueeze(1).expand_as(mask)
+        pos, neg = mask & (adv > 0), mask & (adv < 0)
+        logp0, ent0 = measure(ro)
+        low = pos & (logp0.exp() < low_p)
+        start = (copy.deepcopy(trainer.model.state_dict()), copy.deepcopy(trainer.opt.state_dict()))
+        row = {"step": trainer.step + 1, "entropy_before": float(ent0[mask].mean()), "low_p_pos_tokens": int(low.sum()),
+               "arms": {}}
+        ends = {}
+        for name, algo in algos.items():
+            trainer.model.load_state_dict(start[0])
+            # A copy: load_state_dict keeps the given tensors as the optimiser's state, and the
+            # update would change them in place under the next arm's feet.
+            trainer.opt.load_state_dict(copy.deepcopy(start[1]))
+            trainer.algo = algo
+            m = trainer.train_step(batch)
+            logp1, ent1 = measure(ro)
+            d = logp1 - logp0
+            row["accuracy"] = m["accuracy"]
+            row["arms"][name] = {
+                "entropy_change": float((ent1 - ent0)[mask].mean()),
+                "low_p_pos_logp_change": masked(d, low),
+                "pos_logp_change": masked(d, pos),
+                "neg_logp_change": masked(d, neg),
+                "clip_frac_low": m.get("clip_frac_low"),
+                "clip_frac_high": m.get("clip_frac_high"),
+            }
+            ends[name] = (copy.deepcopy(trainer.model.state_dict()), copy.deepcopy(trainer.opt.state_dict()))
+        trainer.model.load_state_dict(ends[follow][0])
+        trainer.opt.load_state_dict(ends[follow][1])
+        trainer.algo = algos[follow]
+        trainer.step += 1
+        history.append(row)
+    return {"config": dataclasses.asdict(cfg), "arms": arms, "follow": follow,
+            "low_p": low_p, "history": history, "summary": paired_summary(history)}
+
+
+PAIRED_METRICS = ("entropy_change", "low_p_pos_logp_change", "pos_logp_change", "neg_logp_change", "clip_frac_high")
+
+
+def paired_summary(history: list[dict]) -> dict:
+    """Each arm's mean over steps and, for arms after the first, the per-step paired difference from it."""
+    names = list(history[0]["arms"])
+    out = {}
+    for name in names:
+        arm = {}
+        for metric in PAIRED_METRICS:
+            vals = [h["arms"][name][metric] for h in history if h["arms"][name][metric] is not None]
+            arm[metric] = statistics.fmean(vals) if vals else None
+        if name != names[0]:
+            arm["vs_first"] = {}
+            for metric in PAIRED_METRICS:
+                diffs = [h["arms"][name][metric] - h["arms"][names[0]][metric] for h in history
+                         if h["arms"][name][metric] is not None and h["arms"][names[0]][metric] is not None]
+                if len(diffs) >= 2:
+                    se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+                    arm["vs_first"][metric] = {"diff": statistics.fmean(diffs), "se": se, "steps": len(diffs),
+                                               "share_positive": sum(x > 0 for x in diffs) / len(diffs)}
+        out[name] = arm
+    return out
+
+
+def format_paired_summary(summary: dict) -> str:
+    """A markdown table: each arm's means, then each later arm's paired difference from the first."""
+    names = list(summary)
+    head = ["arm"] + list(PAIRED_METRICS)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in names:
+        cells = [name] + ["-" if summary[name][m] is None else f"{summary[name][m]:+.4f}" for m in PAIRED_METRICS]
+        lines.append("| " + " | ".join(cells) + " |")
+    for name in names[1:]:
+        cells = [f"{name} - {names[0]}"]
+        for m in PAIRED_METRICS:
+            d = summary[name]["vs_first"].get(m)
+            cells.append("-" if d is None else f"{d['diff']:+.4f} ± {d['se']:.4f} ({100 * d['share_positive']:.0f}% > 0)")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -245,11 +245,16 @@ class Trainer:
         logp, _ = token_logps(self.ref, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, self.cfg.temperature)
         return logp
 
-    def train_step(self) -> dict:
-        """Collect a batch and update the policy on it; returns this step's metrics."""
+    def train_step(self, batch: tuple | None = None) -> dict:
+        """Collect a batch and update the policy on it; returns this step's metrics.
+
+        ``batch``: update on this ``collect()`` result instead of sampling a new one (so that two
+        update rules can be applied to the same batch, as ``experiments.paired_updates`` does).
+        """
         a, cfg = self.algo, self.cfg
         t0 = time.perf_counter()
-        ro, correct, rewards, adv, info = self.collect()
+        ro, correct, rewards, adv, info = self.collect() if batch is None else batch
+        info = dict(info)  # the caller's batch is used again: leave its info as it was
         t_rollout = time.perf_counter() - t0
         metrics = {"step": self.step + 1}
         full = {"correct": correct, "lengths": ro.lengths, "texts": ro.texts} if "sampled" not in info else info.pop("sampled")

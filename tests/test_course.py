@@ -46,6 +46,10 @@ def test_committed_histories_have_what_the_notebooks_read(path):
         assert {"model", "n", "greedy_accuracy", "pass_at_k"} <= set(s)
         assert 0.0 <= s["greedy_accuracy"] <= 1.0 and s["pass_at_k"]
         return
+    if "arms" in s:  # a `paired` run (notebook 05's clip-higher measurement)
+        assert {"config", "follow", "low_p", "history", "summary"} <= set(s) and s["follow"] in s["arms"]
+        assert s["history"] and set(s["history"][0]["arms"]) == set(s["arms"])
+        return
     assert SUMMARY_KEYS <= set(s)
     assert s["history"] and STEP_KEYS <= set(s["history"][0])
     assert {"accuracy", "mean_length"} <= set(s["before"]) and s["evals"]
