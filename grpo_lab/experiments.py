@@ -234,6 +234,9 @@ def paired_updates(cfg, arms: dict[str, dict], steps: int, follow: str | None = 
     and the update's clip fractions. ``summary`` gives each arm's mean over steps and, for every arm
     after the first, the paired difference from the first arm (mean, standard error over steps, the
     share of steps where it is positive).
+
+    ``trainer``: an existing ``Trainer`` to run on (a notebook's, or a test's); its config is used and
+    ``cfg`` is ignored.
     """
     import copy
     import dataclasses
@@ -287,7 +290,6 @@ def paired_updates(cfg, arms: dict[str, dict], steps: int, follow: str | None = 
         start = (copy.deepcopy(trainer.model.state_dict()), copy.deepcopy(trainer.opt.state_dict()))
         row = {"step": trainer.step + 1, "entropy_before": float(ent0[mask].mean()), "low_p_pos_tokens": int(low.sum()),
                "arms": {}}
-        ends = {}
         for name, algo in algos.items():
             trainer.model.load_state_dict(start[0])
             # A copy: load_state_dict keeps the given tensors as the optimiser's state, and the
@@ -306,9 +308,10 @@ def paired_updates(cfg, arms: dict[str, dict], steps: int, follow: str | None = 
                 "clip_frac_low": m.get("clip_frac_low"),
                 "clip_frac_high": m.get("clip_frac_high"),
             }
-            ends[name] = (copy.deepcopy(trainer.model.state_dict()), copy.deepcopy(trainer.opt.state_dict()))
-        trainer.model.load_state_dict(ends[follow][0])
-        trainer.opt.load_state_dict(ends[follow][1])
+            if name == follow:
+                end = (copy.deepcopy(trainer.model.state_dict()), copy.deepcopy(trainer.opt.state_dict()))
+        trainer.model.load_state_dict(end[0])
+        trainer.opt.load_state_dict(end[1])
         trainer.algo = algos[follow]
         trainer.step += 1
         history.append(row)
