@@ -1,0 +1,36 @@
+"""The README and docs/results.md quote figures computed from the committed JSON, exactly."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_results_page_and_readme_block_match_the_committed_json():
+    out = subprocess.run([sys.executable, "tools/results_page.py", "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_check_fails_when_a_quoted_figure_drifts(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "tools"))
+    import results_page
+
+    readme = tmp_path / "README.md"
+    readme.write_text(results_page._with_block((ROOT / "README.md").read_text()).replace("0.755 ± 0.027", "0.765 ± 0.027"))
+    results = tmp_path / "results.md"
+    results.write_text(results_page.results_page())
+    monkeypatch.setattr(results_page, "README", readme)
+    monkeypatch.setattr(results_page, "RESULTS", results)
+    assert results_page.main(["--check"]) == 1
+
+
+def test_the_syllabus_quotes_the_measured_notebook_runtimes():
+    record = json.loads((ROOT / "assets" / "notebook_runtimes.json").read_text())["seconds"]
+    readme = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| (\d\d) \| \[[^\]]+\]\(notebooks/([^)]+)\.ipynb\) \|.*\| (\d+) s \|$", readme, re.M)
+    assert {stem for _, stem, _ in rows} == set(record), "every notebook has a row with its runtime"
+    for _, stem, seconds in rows:
+        assert int(seconds) == record[stem], f"{stem}: README says {seconds} s, measured {record[stem]} s"

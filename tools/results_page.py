@@ -1,0 +1,178 @@
+"""Write the course's measured results from the committed JSON: `docs/results.md`, and the headline
+block of `README.md` (between `<!-- results:begin -->` and `<!-- results:end -->`).
+
+    python tools/results_page.py           # rewrite both
+    python tools/results_page.py --check   # exit 1 if either differs from what the JSON gives
+
+Nothing here is typed by hand: every figure is computed from `assets/histories/*.json` and
+`assets/tiny-sum3/pretrain_summary.json`, and `tests/test_results_page.py` fails when the committed
+pages drift from them. A run whose settings differ from today's preset is labelled with the
+difference, so an older run is never passed off as the current algorithm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from grpo_lab.algorithms import PRESETS  # noqa: E402
+from grpo_lab.experiments import format_seed_table, load_runs, seed_table  # noqa: E402
+
+ALGOS = ["grpo", "dr_grpo", "gspo", "dapo", "ppo", "gfpo"]
+SEEDS = [0, 1, 2]
+RESULTS = ROOT / "docs" / "results.md"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+TIME_METRICS = ("train_seconds", "steps", "samples", "final", "gain_points", "length_correct", "length_wrong",
+                "entropy", "kl", "clip_frac", "peak_memory_mb")
+SAMPLE_METRICS = ("steps", "final", "gain_points", "pass@1", "pass@k", "length_correct", "length_wrong")
+
+
+def _differs_from_preset(summary: dict) -> dict:
+    """The algorithm fields of a committed run that differ from today's preset of the same name."""
+    now = PRESETS[summary["algo"]]
+    ran = summary.get("algorithm", {})
+    return {k: v for k, v in ran.items() if k != "name" and hasattr(now, k) and getattr(now, k) != v}
+
+
+def _labelled(runs: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    out = {}
+    for algo, summaries in runs.items():
+        diffs = {json.dumps(_differs_from_preset(s), sort_keys=True) for s in summaries}
+        diff = json.loads(diffs.pop()) if len(diffs) == 1 else None
+        if diff is None:
+            raise ValueError(f"the seeds of {algo} ran different settings: {diffs}")
+        label = algo
+        if diff:
+            if set(diff) <= {"minibatches", "epochs"}:
+                n = diff.get("minibatches", PRESETS[algo].minibatches) * diff.get("epochs", PRESETS[algo].epochs)
+                label = f"{algo} ({n} update{'s' if n > 1 else ''} per rollout)"
+            else:
+                label = f"{algo} ({', '.join(f'{k}={v}' for k, v in sorted(diff.items()))})"
+        out[label] = summaries
+    return out
+
+
+def _labels_note(runs: dict[str, list[dict]]) -> str:
+    changed = [k for k in runs if "(" in k]
+    if not changed:
+        return ""
+    return (f"\nA label in brackets marks runs made with settings that differ from today's preset "
+            f"(`python -m grpo_lab train --set ...` reproduces them): {', '.join(changed)}.\n")
+
+
+def time_budget_section() -> str:
+    runs = _labelled(load_runs(ALGOS, SEEDS, "timed_{algo}_seed{seed}"))
+    before = next(iter(runs.values()))[0]["before"]
+    table = format_seed_table(seed_table(runs, TIME_METRICS), TIME_METRICS)
+    return f"""## A race of unequal time budgets
+
+Each algorithm trained for its own budget of training seconds on the 2-core CPU, with its preset's
+default settings (16 prompts x 8 completions a step, temperature 1, up to 32 new tokens, AdamW 1e-4);
+held-out greedy accuracy on {before['n']:,} problems, the mean of the last two evaluations, from
+{before['accuracy']:.3f} before training; {len(SEEDS)} seeds, mean ± standard deviation across seeds.
+The budgets differ (`train s`), and so do the completions each algorithm drew in them (`samples`),
+so this table says what each algorithm reaches in its budget, not which is best at equal cost: the
+sample-budget race above is the fairer comparison. Lengths, entropy, KL and clip fraction are means
+over each run's last 10 steps (training batch; lengths in tokens).
+
+{table}
+{_labels_note(runs)}
+Command: `python -m grpo_lab compare --seeds 0 1 2` (one run after another, each in its own process;
+committed as `assets/histories/timed_{{algo}}_seed{{0,1,2}}.json`, read by notebook 08).
+"""
+
+
+def sample_budget_section() -> str:
+    runs = _labelled(load_runs(ALGOS, SEEDS, "samples_{algo}_seed{seed}"))
+    first = next(iter(runs.values()))[0]
+    shipped = json.loads((ROOT / "assets" / "histories" / "shipped_pass_at_k.json").read_text())
+    k = max(int(x) for x in shipped["pass_at_k"])
+    table = format_seed_table(seed_table(runs, SAMPLE_METRICS), SAMPLE_METRICS)
+    return f"""## A race of equal sample budgets
+
+Every algorithm stops once it has sampled {first['config']['max_samples']:,} completions (DAPO's refills and
+GFPO's extra samples count, so they get fewer steps); held-out greedy accuracy and pass@k (k = {k},
+unbiased estimator, {k} samples at T = 1) on {first['after']['n']} problems at the end; {len(SEEDS)} seeds,
+mean ± standard deviation. The shipped model scores greedy {shipped['greedy_accuracy']:.3f},
+pass@1 {shipped['pass_at_k']['1']:.3f} and pass@{k} {shipped['pass_at_k'][str(k)]:.3f} on the same problems.
+
+{table}
+{_labels_note(runs)}
+Command: `python -m grpo_lab compare --max-samples 6400 --pass-k 8 --n-eval 500 --eval-every 1000 --seeds S`
+for S = 0, 1, 2 (committed as `assets/histories/samples_{{algo}}_seed{{0,1,2}}.json`, read by notebook 08,
+which tests the differences against noise).
+"""
+
+
+def model_section() -> str:
+    s = json.loads((ROOT / "assets" / "tiny-sum3" / "pretrain_summary.json").read_text())
+    return f"""## The shipped model
+
+`python -m grpo_lab pretrain` builds `assets/tiny-sum3` from scratch and stops as soon as held-out greedy
+accuracy on {s['n_eval']} problems reaches {s['target_accuracy']:.0%}, so that RL starts where groups' rewards vary.
+
+| parameters | steps | seconds (2-core CPU) | held-out greedy accuracy | sampled accuracy, T = 1 | pass@8 | mean length, T = 1 |
+|---|---|---|---|---|---|---|
+| {s['parameters']:,} | {s['steps']:,} | {s['seconds']:.0f} | {s['held_out_greedy_accuracy']:.3f} | {s['held_out_sampled_accuracy_t1']:.3f} | {s['held_out_pass@8_t1']:.3f} | {s['held_out_mean_length_t1']:.1f} |
+"""
+
+
+def results_page() -> str:
+    return f"""# Results, measured
+
+Generated by `python tools/results_page.py` from the committed JSON; do not edit by hand. Each
+lesson's own measurements (clip fractions, lengths, entropy) are computed and checked in its notebook.
+
+{model_section()}
+{sample_budget_section()}
+{time_budget_section()}"""
+
+
+def readme_block() -> str:
+    runs = _labelled(load_runs(ALGOS, SEEDS, "samples_{algo}_seed{seed}"))
+    metrics = ("final", "gain_points", "pass@1", "pass@k")
+    table = format_seed_table(seed_table(runs, metrics), metrics)
+    first = next(iter(runs.values()))[0]
+    return f"""{BEGIN}
+Every algorithm from the shipped model, stopped after {first['config']['max_samples']:,} sampled completions, {len(SEEDS)} seeds
+(mean ± std), held-out on {first['after']['n']} problems, pass@k with k = 8:
+
+{table}
+{_labels_note(runs)}
+All measurements, each with its command: [docs/results.md](docs/results.md).
+{END}"""
+
+
+def _with_block(readme: str) -> str:
+    if BEGIN not in readme or END not in readme:
+        raise ValueError(f"README.md must contain {BEGIN} and {END}")
+    head, rest = readme.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return head + readme_block() + tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if the committed pages differ from the JSON")
+    args = parser.parse_args(argv)
+    page, readme = results_page(), _with_block(README.read_text())
+    if args.check:
+        stale = [p.name for p, text in ((RESULTS, page), (README, readme)) if not p.exists() or p.read_text() != text]
+        if stale:
+            print(f"out of date with the committed JSON: {', '.join(stale)}; run: python tools/results_page.py")
+            return 1
+        return 0
+    RESULTS.write_text(page)
+    README.write_text(readme)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
