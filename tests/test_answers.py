@@ -31,8 +31,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 ANSWERS = ROOT / "docs" / "answers.md"
 
 CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([A-Za-z0-9_]+)["']""")
-HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.M)
-CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.MULTILINE)
+CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 
 def _text(value) -> str:
@@ -54,9 +54,9 @@ def notebook_items(nb: dict) -> tuple[list[str], list[str]]:
             names += [n for n in CHECK_CALL.findall(source) if n not in names]
             continue
         for heading in HEADING.findall(source):
-            if re.search(r"\bexercise\b", heading, re.I):
+            if re.search(r"\bexercise\b", heading, re.IGNORECASE):
                 raise AssertionError(f"an 'Exercise' heading without a check(...) call is not handled: {heading!r}")
-            if heading.endswith("?") or re.search(r"\bquestion\b", heading, re.I):
+            if heading.endswith("?") or re.search(r"\bquestion\b", heading, re.IGNORECASE):
                 questions.append(heading)
         if i == 0:  # the goal's own question, e.g. "...: do wrong answers really grow longer under GRPO?"
             body = HEADING.sub(" ", source).replace("*", "")
@@ -66,13 +66,13 @@ def notebook_items(nb: dict) -> tuple[list[str], list[str]]:
 
 def key_sections(markdown: str) -> dict[str, str]:
     """The key's text per notebook number ("00" ... "10")."""
-    parts = re.split(r"^## (\d\d) ", markdown, flags=re.M)
+    parts = re.split(r"^## (\d\d) ", markdown, flags=re.MULTILINE)
     return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 
 def key_entries(section: str) -> dict[str, str]:
     """Each ``### `` heading of a section and its body."""
-    parts = re.split(r"^### (.+)$", section, flags=re.M)
+    parts = re.split(r"^### (.+)$", section, flags=re.MULTILINE)
     return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 
@@ -126,7 +126,7 @@ def test_each_answer_passes_the_learners_check(name, body):
     blocks = CODE_BLOCK.findall(body)
     assert len(blocks) == 1, f"answer to {name!r}: expected one ```python block, found {len(blocks)}"
     namespace: dict = {}
-    exec(compile(blocks[0], f"docs/answers.md:{name}", "exec"), namespace)
+    exec(compile(blocks[0], f"docs/answers.md:{name}", "exec"), namespace)  # noqa: S102 (the key's own code)
     functions = [v for k, v in namespace.items() if k.startswith("my_") and callable(v)]
     assert len(functions) == 1, f"answer to {name!r}: expected one function named my_..., found {len(functions)}"
     result = exercises.check(name, functions[0])

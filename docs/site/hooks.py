@@ -15,7 +15,7 @@ import re
 
 from mkdocs.structure.toc import get_toc
 
-HEADING = re.compile(r'<h([1-6])([^>]*?)\bid="([^"]+)"([^>]*)>(.*?)</h\1>', re.S)
+HEADING = re.compile(r'<h([1-6])([^>]*?)\bid="([^"]+)"([^>]*)>(.*?)</h\1>', re.DOTALL)
 
 
 def _nest(flat: list[dict]) -> list[dict]:
