@@ -144,8 +144,15 @@ LINKS_JS = """() => ({links: Array.from(document.querySelectorAll('a[href]')).ma
 
 
 def open_page(page, url: str) -> None:
-    page.goto(url, wait_until="load")
-    page.wait_for_load_state("networkidle")
+    """Load ``url`` (images included) and give late scripts a moment. Generous timeouts: on a shared
+    CPU a page can take long to load, which is not what these tests are about."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.goto(url, wait_until="load", timeout=180_000)
+    try:
+        page.wait_for_load_state("networkidle", timeout=30_000)
+    except PlaywrightTimeout:
+        pass  # what must have loaded is checked by the caller
 
 
 def unloaded_images(page, selector: str = "img") -> tuple[int, list[str]]:
@@ -189,7 +196,7 @@ def crawl_links(page, start: str) -> tuple[list[str], list[str]]:
     broken = []
     for source, target, fragment in links:
         try:
-            with urllib.request.urlopen(target, timeout=30) as r:
+            with urllib.request.urlopen(target, timeout=120) as r:
                 status = r.status
         except urllib.error.HTTPError as e:
             status = e.code
