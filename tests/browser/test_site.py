@@ -213,6 +213,8 @@ def crawl_links(page, start: str) -> tuple[list[str], list[str]]:
 def test_every_notebook_has_a_page_in_the_site(built_site):
     missing = [nb.name for nb in NOTEBOOKS if not (built_site / "notebooks" / f"{nb.stem}.html").exists()]
     assert NOTEBOOKS and not missing, f"notebooks without a page in {built_site}: {missing}"
+    leaked = [p.name for p in built_site.rglob("answers*")]
+    assert not leaked, f"the instructors' answer key must stay out of the site sent to learners: {leaked}"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
