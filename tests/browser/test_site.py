@@ -41,7 +41,7 @@ pytestmark = pytest.mark.browser
 REPO = Path(__file__).resolve().parents[2]
 SITE = REPO / "build" / "site"
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-MATH_PAGES = ["docs/formulas.html"]  # markdown pages whose formulas must be typeset
+MATH_PAGES = ["docs/formulas.html", "docs/instructors_guide.html"]  # markdown pages with formulas
 TEX_LEFT_AS_TEXT = r"\$\$|\\(?:frac|operatorname|mathbb|varepsilon|sum|pi_|big|nabla)"
 
 
