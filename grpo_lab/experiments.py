@@ -281,7 +281,7 @@ def paired_updates(cfg, arms: dict[str, dict], steps: int, follow: str | None = 
     for _ in tqdm(range(steps), desc="paired updates", disable=not progress):
         trainer.algo = algos[follow]
         batch = trainer.collect()
-        ro, _, rewards, _, _ = batch
+        ro, rewards = batch.rollout, batch.rewards
         mask = ro.completion_mask.bool()
         adv = group_advantages(rewards, trainer.cfg.group_size, scale=base.scale).unsqueeze(1).expand_as(mask)
         pos, neg = mask & (adv > 0), mask & (adv < 0)

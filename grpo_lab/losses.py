@@ -24,6 +24,8 @@ from .checks import check_choice, check_float, check_mask, check_number, check_s
 
 RATIO_LEVELS = ("token", "sequence", "sequence_token")
 AGGREGATIONS = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm")
+POLICY_LOSS_STATS = ("clip_frac_low", "clip_frac_high", "clip_frac", "dual_clip_frac", "ratio_mean", "ratio_min", "ratio_max")
+"""The stats ``policy_loss`` always returns (``kl_mean`` is added when ``kl`` is given)."""
 
 
 def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
