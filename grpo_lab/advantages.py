@@ -15,6 +15,7 @@ from .checks import (
     check_group_size,
     check_mask,
     check_number,
+    check_positive_int,
     check_same_shape,
     check_tensor,
 )
@@ -210,10 +211,8 @@ def gfpo_keep(
         if k.is_floating_point() and not (k == k.round()).all():
             raise ValueError(f"k must hold whole numbers, got {k.tolist()}")
         ks = k.to(torch.long)
-    elif isinstance(k, int) and not isinstance(k, bool):
-        ks = torch.full((n_groups,), k, dtype=torch.long)
     else:
-        raise ValueError(f"k must be an int or a tensor, got {type(k).__name__}")
+        ks = torch.full((n_groups,), check_positive_int("k", k, maximum=G), dtype=torch.long)
     if (ks < 1).any() or (ks > G).any():
         raise ValueError(f"k must satisfy 1 <= k <= group_size={G}, got {ks.tolist() if ks.numel() > 1 else int(ks[0])}")
     if metric == "length":
@@ -288,8 +287,10 @@ def adaptive_k(
     mean_rewards = check_float("mean_rewards", mean_rewards, ndim=1)
     if len(quartiles) != 3 or not (quartiles[0] <= quartiles[1] <= quartiles[2]):
         raise ValueError(f"quartiles must be three non-decreasing numbers (q25, q50, q75), got {quartiles}")
-    if len(k_by_bucket) != 4 or any((not isinstance(k, int)) or k < 1 for k in k_by_bucket):
+    if len(k_by_bucket) != 4:
         raise ValueError(f"k_by_bucket must be four positive ints, got {k_by_bucket}")
+    for i, k in enumerate(k_by_bucket):
+        check_positive_int(f"k_by_bucket[{i}]", k)
     bounds = torch.tensor(quartiles, dtype=mean_rewards.dtype)
     bucket = torch.bucketize(mean_rewards, bounds, right=True)  # 0: < q25, 1: [q25, q50), 2: [q50, q75), 3: >= q75
     return torch.tensor(k_by_bucket, dtype=torch.long)[bucket]

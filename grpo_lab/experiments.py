@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .checks import check_positive_int
+
 # The learning targets of the lab (issue "The lab"): training seconds on a 2-core CPU.
 TIME_BUDGETS = {"grpo": 90, "dr_grpo": 90, "gspo": 90, "dapo": 135, "ppo": 180, "gfpo": 180}
 
@@ -259,8 +261,7 @@ def paired_updates(cfg, arms: dict[str, dict], steps: int, follow: str | None = 
         raise ValueError(f"follow must be one of the arms {list(arms)}, got {follow!r}")
     if not 0 < low_p <= 1:
         raise ValueError(f"low_p must be in (0, 1], got {low_p}")
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    check_positive_int("steps", steps)
     trainer = trainer or Trainer(cfg)
     cfg, base = trainer.cfg, trainer.algo
     if base.advantage != "group":

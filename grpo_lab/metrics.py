@@ -1,8 +1,6 @@
-"""Health metrics of a policy and of a training step.
-
-``evaluate`` measures a policy on held-out prompts (accuracy, pass@k, lengths, formats).
-``step_metrics`` turns one rollout and its rewards into the numbers the dashboards plot.
-"""
+"""How good a policy is: ``evaluate`` measures it on held-out prompts (accuracy, pass@k, lengths),
+``pass_at_k`` is the unbiased estimator it uses. The per-step training metrics are the trainer's
+(``Trainer.train_step``)."""
 
 from __future__ import annotations
 
@@ -10,11 +8,9 @@ import math
 
 import torch
 
+from .checks import check_positive_int
 from .rollout import encode_prompts, sample_group
 from .tasks import score_completions
-
-HEALTH_METRICS = ("reward_mean", "reward_std_within_group", "kl", "length_mean", "entropy")
-
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k (Chen et al. 2021): the chance that k of n samples, c of them correct, hold one correct."""
@@ -44,8 +40,10 @@ def evaluate(
     ``greedy=True`` decodes the most likely completion once per prompt; otherwise ``samples``
     completions per prompt are drawn at ``temperature`` and pass@``samples`` is reported too.
     """
-    if n_prompts < 1 or samples < 1:
-        raise ValueError(f"n_prompts and samples must be >= 1, got {n_prompts} and {samples}")
+    check_positive_int("n_prompts", n_prompts)
+    check_positive_int("samples", samples)
+    check_positive_int("max_new_tokens", max_new_tokens)
+    check_positive_int("batch_prompts", batch_prompts)
     device = next(model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     rows = task.test.select(range(min(n_prompts, len(task.test))))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .checks import check_positive_int
 from .losses import entropy_from_logits
 
 
@@ -111,10 +112,8 @@ def sample_group(
     reach ``max_new_tokens`` without it are marked ``finished=False`` (truncated).
     ``greedy=True`` takes the most likely token instead of sampling (for evaluation).
     """
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+    check_positive_int("group_size", group_size)
+    check_positive_int("max_new_tokens", max_new_tokens)
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0 (sampling), got {temperature}")
     if prompt_ids.shape != prompt_mask.shape or prompt_ids.dim() != 2:

@@ -23,7 +23,7 @@ from collections import defaultdict
 import torch
 
 from .algorithms import Algorithm, get_algorithm
-from .checks import check_choice
+from .checks import check_choice, check_positive_int
 
 LOSS_TYPE = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
 """The lab's ``aggregation`` -> TRL's ``loss_type``. ``"bnpo"`` is also ``token_mean`` on one process
@@ -294,8 +294,7 @@ def make_trl_trainer(model, tokenizer, task, algo="grpo", steps: int = 10, promp
     blocking = trl_gaps(a)
     if blocking:
         raise ValueError(f"algo {a.name!r} needs what TRL's GRPOTrainer does not have: {'; '.join(blocking)}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    check_positive_int("steps", steps)
     cfg = TrainConfig(algo="grpo", steps=steps, prompts_per_step=prompts_per_step, group_size=group_size,
                       max_new_tokens=max_new_tokens, lr=lr, temperature=temperature, seed=seed)
     kw = grpo_config_kwargs(a, cfg)

@@ -10,7 +10,9 @@ import math
 import matplotlib.pyplot as plt
 import torch
 
+from .checks import check_positive_int
 from .kl import kl_estimate
+from .losses import clip_masks, sequence_log_ratio
 
 COLORS = {"pos": "#2a9d8f", "neg": "#e76f51", "neutral": "#8d99ae", "clip": "#e9c46a", "accent": "#264653"}
 ALGO_COLORS = {"ppo": "#6a4c93", "grpo": "#1982c4", "dr_grpo": "#8ac926", "dapo": "#ff924c", "gspo": "#ff595e", "gfpo": "#52a675"}
@@ -78,18 +80,19 @@ def plot_dashboard(history: list[dict], keys=tuple(METRIC_NOTES), label: str | N
     return fig
 
 
-def plot_clipped_objective(eps_low: float = 0.2, eps_high: float | None = None, axes=None):
-    """PPO's clipped surrogate ``min(r A, clip(r) A)`` against the ratio r, for A = +1 and A = -1.
+def plot_clipped_objective(clip_low: float = 0.2, clip_high: float | None = None, axes=None) -> plt.Figure:
+    """PPO's clipped surrogate ``min(r A, clip(r, 1 - clip_low, 1 + clip_high) A)`` against the ratio r,
+    for A = +1 and A = -1 (``clip_high=None``: symmetric).
 
     Shaded: where the clipped branch is active, so that token's gradient is zero.
     """
-    eps_high = eps_low if eps_high is None else eps_high
+    clip_high = clip_low if clip_high is None else clip_high
     if axes is None:
         fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=False)
     else:
         fig = axes[0].figure
     r = torch.linspace(0.0, 2.0, 401)
-    lo, hi = 1 - eps_low, 1 + eps_high
+    lo, hi = 1 - clip_low, 1 + clip_high
     for ax, A in zip(axes, (1.0, -1.0)):
         obj = torch.minimum(r * A, r.clamp(lo, hi) * A)
         ax.plot(r, r * A, ls="--", color=COLORS["neutral"], label="unclipped r·A")
@@ -182,23 +185,28 @@ def _symlog_bins(lo_exp: int = -7, hi_exp: int = 0, per_decade: int = 4):
     return torch.cat([-pos.flip(0), torch.zeros(1, dtype=torch.float64), pos]).tolist()
 
 
-def plot_gspo_ratios(log_ratio, mask, eps: float = 3e-4, title: str = "", ax=None):
+def plot_gspo_ratios(
+    log_ratio, mask, clip_low: float = 3e-4, clip_high: float | None = None, title: str = "", ax=None
+) -> plt.Figure:
     """Token log-ratios ``log r_t`` against GSPO's sequence log-ratios ``log s_i = mean_t log r_t``.
 
-    One histogram each on a symmetric log axis, with the clip band ``|log w| < eps`` shaded.
+    One histogram each on a symmetric log axis, with the clip band ``[1 - clip_low, 1 + clip_high]``
+    shaded (``clip_high=None``: symmetric).
     """
     log_ratio = torch.as_tensor(log_ratio, dtype=torch.float64)
     mask = torch.as_tensor(mask, dtype=torch.float64)
+    clip_high = clip_low if clip_high is None else clip_high
     fig, ax = _ax(ax, (7, 3.2))
     tok = log_ratio[mask.bool()]
-    seq = (log_ratio * mask).sum(1) / mask.sum(1)
+    seq = sequence_log_ratio(log_ratio, mask)
     bins = _symlog_bins()
     lim = 1e-7
     ax.hist(tok.clamp(-1, 1).tolist(), bins=bins, density=False, weights=[1 / len(tok)] * len(tok), alpha=0.55,
             color=COLORS["neutral"], label=f"token log r (n={len(tok)})")
     ax.hist(seq.clamp(-1, 1).tolist(), bins=bins, weights=[1 / len(seq)] * len(seq), histtype="step", lw=2,
             color=ALGO_COLORS["gspo"], label=f"sequence log s (n={len(seq)})")
-    ax.axvspan(math.log(1 - eps), math.log(1 + eps), color=COLORS["clip"], alpha=0.35, label=f"inside 1 ± {eps:.0e}")
+    band = f"1 ± {clip_low:.0e}" if clip_high == clip_low else f"[1 - {clip_low:.0e}, 1 + {clip_high:.0e}]"
+    ax.axvspan(math.log(1 - clip_low), math.log(1 + clip_high), color=COLORS["clip"], alpha=0.35, label=f"inside {band}")
     ax.set_xscale("symlog", linthresh=lim)
     ax.set_xlim(-1, 1)
     ax.set_xlabel("log ratio (symmetric log axis; 0 = unchanged)")
@@ -208,39 +216,39 @@ def plot_gspo_ratios(log_ratio, mask, eps: float = 3e-4, title: str = "", ax=Non
     return fig
 
 
-def clip_share(log_w, advantages, eps_low: float, eps_high: float | None = None) -> float:
-    """Share of ratios the clipped objective clips: ``w > 1+eps_high`` with A > 0 or ``w < 1-eps_low`` with A < 0."""
+def clip_share(log_w, advantages, clip_low: float, clip_high: float | None = None) -> float:
+    """Share of ratios ``w = exp(log_w)`` the clipped objective clips (``losses.clip_masks``):
+    ``w > 1 + clip_high`` with A > 0 or ``w < 1 - clip_low`` with A < 0."""
     log_w = torch.as_tensor(log_w, dtype=torch.float64)
     a = torch.as_tensor(advantages, dtype=torch.float64)
     if a.shape != log_w.shape and not (a.dim() == 0):
-        raise ValueError(f"advantages must have the shape of log_w {tuple(log_w.shape)} (or be a scalar), got {tuple(a.shape)}")
-    a = a.expand_as(log_w)
-    eps_high = eps_low if eps_high is None else eps_high
-    if not (eps_low >= 0 and eps_high >= 0):
-        raise ValueError(f"eps_low and eps_high must be >= 0, got {eps_low} and {eps_high}")
-    w = log_w.exp()
-    return float((((w > 1 + eps_high) & (a > 0)) | ((w < 1 - eps_low) & (a < 0))).double().mean())
+        raise ValueError(
+            f"advantages must have the shape of log_w {tuple(log_w.shape)} (or be a scalar), got {tuple(a.shape)}"
+        )
+    low, high = clip_masks(log_w.exp(), a.expand_as(log_w), clip_low, clip_high)
+    return float((low | high).double().mean())
 
 
-def plot_clip_share_vs_eps(log_ratio, mask, advantages, eps: float | None = None, ax=None):
-    """Share clipped against the clip range, for token ratios (PPO/GRPO) and sequence ratios (GSPO)."""
+def plot_clip_share_vs_eps(log_ratio, mask, advantages, clip_low: float | None = None, ax=None) -> plt.Figure:
+    """Share clipped against a symmetric clip range, for token ratios (PPO/GRPO) and sequence ratios
+    (GSPO); ``clip_low`` marks one range on the axis."""
     log_ratio = torch.as_tensor(log_ratio, dtype=torch.float64)
     mask = torch.as_tensor(mask, dtype=torch.float64)
     adv = torch.as_tensor(advantages, dtype=torch.float64)
     fig, ax = _ax(ax, (5.5, 3.2))
     valid = mask.bool()
     tok, tok_a = log_ratio[valid], adv.unsqueeze(1).expand_as(log_ratio)[valid]
-    seq = (log_ratio * mask).sum(1) / mask.sum(1)
+    seq = sequence_log_ratio(log_ratio, mask)
     grid = torch.logspace(-6, 0, 61, dtype=torch.float64).tolist()
     ax.plot(grid, [clip_share(tok, tok_a, e) for e in grid], color=COLORS["neutral"], lw=2, label="tokens (GRPO)")
     ax.plot(grid, [clip_share(seq, adv, e) for e in grid], color=ALGO_COLORS["gspo"], lw=2, label="sequences (GSPO)")
     ax.axvspan(3e-4, 4e-4, color=ALGO_COLORS["gspo"], alpha=0.25, label="GSPO paper 3e-4 / 4e-4")
     ax.axvline(0.2, color=COLORS["accent"], ls=":", label="PPO/GRPO 0.2")
-    if eps is not None:
-        ax.axvline(eps, color=COLORS["clip"], lw=2, label=f"eps = {eps:.1e}")
+    if clip_low is not None:
+        ax.axvline(clip_low, color=COLORS["clip"], lw=2, label=f"clip range {clip_low:.1e}")
     ax.set_xscale("log")
     ax.set_ylim(0, 1)
-    ax.set_xlabel("clip range eps")
+    ax.set_xlabel("clip range (1 ± x)")
     ax.set_ylabel("share clipped")
     ax.set_title("How much the clip range clips", fontsize=10)
     ax.legend(fontsize=7)
@@ -315,8 +323,7 @@ def seed_band(histories: list[list[dict]], key: str, smooth: int = 1):
     steps; runs are cut to the shortest. Missing values (None/NaN) are skipped in the smoothing."""
     if not histories or any(not h for h in histories):
         raise ValueError(f"histories must be a non-empty list of non-empty histories, got {len(histories)} with lengths {[len(h) for h in histories]}")
-    if isinstance(smooth, bool) or not isinstance(smooth, int) or smooth < 1:
-        raise ValueError(f"smooth must be a positive int, got {smooth!r}")
+    check_positive_int("smooth", smooth)
     n = min(len(h) for h in histories)
     runs = []
     for h in histories:

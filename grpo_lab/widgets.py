@@ -11,6 +11,8 @@ import torch
 
 from . import viz
 from .advantages import gae, group_advantages
+from .checks import check_positive_int
+from .losses import sequence_log_ratio, token_gradient_weights
 
 
 def explore(draw, **controls):
@@ -33,12 +35,12 @@ def _float(value, lo, hi, step, description, fmt=".2f"):
                          continuous_update=False, style={"description_width": "initial"})
 
 
-def clip_explorer(eps_low: float = 0.2, eps_high: float | None = None, asymmetric: bool = False):
-    """PPO's clipped objective for A > 0 and A < 0 with eps sliders (eps_high too when ``asymmetric``)."""
-    controls = {"eps_low": _float(eps_low, 0.01, 0.6, 0.01, "eps (low)")}
+def clip_explorer(clip_low: float = 0.2, clip_high: float | None = None, asymmetric: bool = False):
+    """PPO's clipped objective for A > 0 and A < 0 with a clip slider (``clip_high`` too when ``asymmetric``)."""
+    controls = {"clip_low": _float(clip_low, 0.01, 0.6, 0.01, "clip_low")}
     if asymmetric:
-        controls["eps_high"] = _float(eps_high if eps_high is not None else eps_low, 0.01, 0.6, 0.01, "eps_high")
-    return explore(lambda eps_low, eps_high=None: viz.plot_clipped_objective(eps_low, eps_high), **controls)
+        controls["clip_high"] = _float(clip_high if clip_high is not None else clip_low, 0.01, 0.6, 0.01, "clip_high")
+    return explore(lambda clip_low, clip_high=None: viz.plot_clipped_objective(clip_low, clip_high), **controls)
 
 
 def gae_explorer(rewards: list[float], values: list[float], tokens: list[str] | None = None):
@@ -108,23 +110,24 @@ def gspo_ratio_explorer(log_ratios: dict, mask, advantages):
         raise ValueError(f"log_ratios must map at least one label to a non-empty list of [B, T] tensors, got {len(labels)} label(s)")
     n_steps = len(log_ratios[labels[0]])
 
-    def draw(label, steps, eps):
+    def draw(label, steps, clip):
         lr = log_ratios[label][steps - 1]
-        seq = (lr * mask).sum(1) / mask.sum(1)
-        share_seq = viz.clip_share(seq, advantages, eps)
-        share_tok = viz.clip_share(lr[mask.bool()], torch.as_tensor(advantages).unsqueeze(1).expand_as(lr)[mask.bool()], eps)
+        seq = sequence_log_ratio(lr, mask)
+        valid = torch.as_tensor(mask).bool()
+        share_seq = viz.clip_share(seq, advantages, clip)
+        share_tok = viz.clip_share(lr[valid], torch.as_tensor(advantages).unsqueeze(1).expand_as(lr)[valid], clip)
         fig, axes = plt.subplots(1, 2, figsize=(12, 3.4), gridspec_kw={"width_ratios": [1.4, 1]})
-        viz.plot_gspo_ratios(lr, mask, eps, ax=axes[0], title=f"{label}, after {steps} mini-batch step(s): "
-                             f"eps {eps:.1e} clips {share_seq:.0%} of sequences, {share_tok:.0%} of tokens")
-        viz.plot_clip_share_vs_eps(lr, mask, advantages, eps, ax=axes[1])
+        viz.plot_gspo_ratios(lr, mask, clip, ax=axes[0], title=f"{label}, after {steps} mini-batch step(s): "
+                             f"1 ± {clip:.1e} clips {share_seq:.0%} of sequences, {share_tok:.0%} of tokens")
+        viz.plot_clip_share_vs_eps(lr, mask, advantages, clip, ax=axes[1])
         fig.tight_layout()
 
     label = w.Dropdown(options=labels, value=labels[-1], description="run")
     steps = w.IntSlider(value=1, min=1, max=n_steps, step=1, description="mini-batch steps", continuous_update=False,
                         style={"description_width": "initial"})
-    eps = w.FloatLogSlider(value=4e-4, base=10, min=-6, max=0, step=0.25, description="clip eps", readout_format=".1e",
-                           continuous_update=False)
-    return explore(draw, label=label, steps=steps, eps=eps)
+    clip = w.FloatLogSlider(value=4e-4, base=10, min=-6, max=0, step=0.25, description="clip range",
+                            readout_format=".1e", continuous_update=False)
+    return explore(draw, label=label, steps=steps, clip=clip)
 
 
 def gfpo_explorer(texts: list[list[str]], correct, lengths):
@@ -169,17 +172,10 @@ def gfpo_explorer(texts: list[list[str]], correct, lengths):
 
 
 def _token_weights(lengths, advantages, aggregation: str, max_len: int) -> torch.Tensor:
-    """``-d loss / d log pi`` for every token (on-policy), by autograd through ``policy_loss``;
-    NaN on padding. ``[B]`` lengths and advantages -> ``[B, max_len]``."""
-    from .losses import policy_loss
-
-    lengths = torch.as_tensor(lengths)
-    mask = (torch.arange(max_len).unsqueeze(0) < lengths.unsqueeze(1)).double()
-    logp = torch.zeros(len(lengths), max_len, dtype=torch.float64, requires_grad=True)
-    loss, _ = policy_loss(logp, logp.detach(), torch.as_tensor(advantages, dtype=torch.float64), mask,
-                          aggregation=aggregation, max_len=max_len)
-    (grad,) = torch.autograd.grad(loss, logp)
-    return (-grad).masked_fill(mask == 0, float("nan"))
+    """``losses.token_gradient_weights`` with NaN on padding, so a plot leaves those cells blank."""
+    weights = token_gradient_weights(lengths, advantages, aggregation, max_len)
+    padding = torch.arange(max_len).unsqueeze(0) >= torch.as_tensor(lengths).unsqueeze(1)
+    return weights.masked_fill(padding, float("nan"))
 
 
 def aggregation_explorer(short: int = 4, long: int = 16, max_len: int = 32):
@@ -187,9 +183,9 @@ def aggregation_explorer(short: int = 4, long: int = 16, max_len: int = 32):
     (A = -1), under the aggregation chosen; sliders for the two lengths."""
     import ipywidgets as w
 
-    for name, v in (("short", short), ("long", long)):
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= max_len:
-            raise ValueError(f"{name} must be an int in [1, max_len={max_len}], got {v!r}")
+    check_positive_int("max_len", max_len)
+    check_positive_int("short", short, maximum=max_len)
+    check_positive_int("long", long, maximum=max_len)
     names = {"seq_mean_token_mean": "GRPO: seq-mean-token-mean (1/|o_i| per sequence)",
              "token_mean": "DAPO / TRL default: token-mean (1/sum|o|)",
              "seq_mean_token_sum_norm": f"Dr. GRPO: constant normaliser (1/(B*L_max), L_max={max_len})"}

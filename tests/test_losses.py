@@ -498,8 +498,6 @@ class TestPolicyLossBadInput:
         with pytest.raises(ValueError, match="clip_high"):
             policy_loss(**good_args(), clip_high=-0.1)
         with pytest.raises(ValueError, match="clip_low"):
-            policy_loss(**good_args(), clip_low=1.5)
-        with pytest.raises(ValueError, match="clip_low"):
             policy_loss(**good_args(), clip_low="0.2")
 
     def test_dr_grpo_needs_max_len(self):
@@ -569,7 +567,7 @@ class TestOtherBadInput:
         with pytest.raises(ValueError, match="mask"):
             masked_mean(x, torch.zeros(2, 2))
         with pytest.raises(ValueError, match="mask"):
-            masked_mean(x, torch.tensor([[1, 1], [0, 0]]), dim=1)
+            masked_mean(x, torch.zeros(2, 2), dim=1)  # nothing selected anywhere
 
     def test_masked_reductions_bad_args(self):
         with pytest.raises(ValueError, match=r"\bx\b"):
@@ -586,3 +584,66 @@ class TestOtherBadInput:
             entropy_from_logits([0.1, 0.2])
         with pytest.raises(ValueError, match="logits"):
             entropy_from_logits(torch.tensor(1.0))
+
+
+# --------------------------------------------------------------------------------------------
+# A lower clip of 1 or more; means over empty slices; the formulas other modules reuse
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("clip_low", [1.0, 10.0])
+def test_a_clip_low_of_one_or_more_switches_the_lower_clip_off(clip_low):
+    # TRL: epsilon=10 makes 1 - epsilon negative, a bound a ratio never crosses. By hand, A = -1:
+    # r = 0.5 -> -min(-0.5, -clip(0.5)) = 0.5 (with clip_low 0.2 it would be clipped to 0.8).
+    loss, grad, stats = one_token(0.5, -1.0, clip_low=clip_low, clip_high=0.28)
+    assert loss == pytest.approx(0.5, abs=1e-12)
+    assert grad == pytest.approx(0.5, abs=1e-12)  # d(-r A)/d logp = -A r: the gradient still flows
+    assert stats["clip_frac_low"] == 0.0
+    # The upper clip still acts: r = 1.5, A = +1 is held at 1.28.
+    loss, grad, stats = one_token(1.5, +1.0, clip_low=clip_low, clip_high=0.28)
+    assert loss == pytest.approx(-1.28, abs=1e-12) and grad == 0.0 and stats["clip_frac_high"] == 1.0
+
+
+def test_masked_mean_over_a_dim_gives_nan_for_an_empty_slice_and_the_means_elsewhere():
+    x = t([[1.0, 2.0, 4.0], [3.0, 5.0, 7.0]])
+    out = masked_mean(x, t([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]), dim=1)
+    assert out[0].item() == pytest.approx(2.5, abs=1e-12)
+    assert math.isnan(out[1].item())  # as torch.tensor([]).mean() is
+    out = masked_mean(x, t([[1.0, 0.0, 1.0], [1.0, 0.0, 0.0]]), dim=0)
+    assert out[0].item() == pytest.approx(2.0, abs=1e-12) and math.isnan(out[1].item())
+    assert out[2].item() == pytest.approx(4.0, abs=1e-12)
+
+
+def test_sequence_log_ratio_is_the_mean_token_log_ratio_over_valid_tokens():
+    from grpo_lab.losses import sequence_log_ratio
+
+    # ALGORITHMS.md section 6: token ratios [1.10, 0.95, 1.30, 0.90] give s = 1.051539.
+    lr = torch.log(t([[1.10, 0.95, 1.30, 0.90]]))
+    assert sequence_log_ratio(lr, torch.ones(1, 4)).exp().item() == pytest.approx(1.051539, abs=1e-6)
+    # Padding does not count: the mean of 0.3 and -0.1 only.
+    out = sequence_log_ratio(t([[0.3, -0.1, 9.0]]), t([[1.0, 1.0, 0.0]]))
+    assert out.item() == pytest.approx(0.1, abs=1e-12)
+
+
+def test_clip_masks_mark_where_the_clip_acts_by_the_sign_of_the_advantage():
+    from grpo_lab.losses import clip_masks
+
+    r = t([0.5, 0.5, 1.5, 1.5, 1.1])
+    a = t([-1.0, 1.0, 1.0, -1.0, 1.0])
+    low, high = clip_masks(r, a, 0.2, 0.28)
+    assert low.tolist() == [True, False, False, False, False]
+    assert high.tolist() == [False, False, True, False, False]
+    with pytest.raises(ValueError, match="clip_high"):
+        clip_masks(r, a, 0.2, -1.0)
+
+
+def test_token_gradient_weights_are_the_aggregations_normalisers():
+    from grpo_lab.losses import token_gradient_weights
+
+    # ALGORITHMS.md section 3 setup: lengths 2 and 4, A = +1 and -1.
+    w = token_gradient_weights([2, 4], [1.0, -1.0], "token_mean", 4)
+    assert_close(w, t([[1 / 6, 1 / 6, 0, 0], [-1 / 6] * 4]), rtol=0.0, atol=1e-12)
+    w = token_gradient_weights([2, 4], [1.0, -1.0], "seq_mean_token_mean", 4)
+    assert_close(w, t([[1 / 4, 1 / 4, 0, 0], [-1 / 8] * 4]), rtol=0.0, atol=1e-12)
+    w = token_gradient_weights([2, 4], [1.0, -1.0], "seq_mean_token_sum_norm", 8)
+    assert_close(w[:, :4], t([[1 / 16, 1 / 16, 0, 0], [-1 / 16] * 4]), rtol=0.0, atol=1e-12)
