@@ -97,7 +97,9 @@ def process_advantages(
     flat = []
     for i, (rs, ends, n) in enumerate(zip(step_rewards, step_ends, lengths)):
         if len(rs) != len(ends):
-            raise ValueError(f"step_rewards[{i}] and step_ends[{i}] must have the same length, got {len(rs)} and {len(ends)}")
+            raise ValueError(
+                f"step_rewards[{i}] and step_ends[{i}] must have the same length, got {len(rs)} and {len(ends)}"
+            )
         if any(not 0 <= e < n for e in ends):
             raise ValueError(f"step_ends[{i}] must lie in [0, {n}), got {ends}")
         flat.extend(rs)
@@ -190,7 +192,7 @@ def dynamic_sampling_keep(rewards: torch.Tensor, group_size: int) -> torch.Tenso
 
 
 def gfpo_keep(
-    rewards: torch.Tensor, lengths: torch.Tensor, group_size: int, k, metric: str = "length"
+    rewards: torch.Tensor, lengths: torch.Tensor, group_size: int, k: int | torch.Tensor, metric: str = "length"
 ) -> torch.Tensor:
     """GFPO's filter (Shrivastava et al. 2025): keep the best ``k`` of each group, ``[B] -> [B]`` bool.
 
@@ -207,14 +209,18 @@ def gfpo_keep(
     n_groups = rewards.shape[0] // G
     if isinstance(k, torch.Tensor):
         if k.shape != (n_groups,):
-            raise ValueError(f"k must be an int or a tensor of shape ({n_groups},) (one per group), got {tuple(k.shape)}")
+            raise ValueError(
+                f"k must be an int or a tensor of shape ({n_groups},) (one per group), got {tuple(k.shape)}"
+            )
         if k.is_floating_point() and not (k == k.round()).all():
             raise ValueError(f"k must hold whole numbers, got {k.tolist()}")
         ks = k.to(torch.long)
     else:
         ks = torch.full((n_groups,), check_positive_int("k", k, maximum=G), dtype=torch.long)
     if (ks < 1).any() or (ks > G).any():
-        raise ValueError(f"k must satisfy 1 <= k <= group_size={G}, got {ks.tolist() if ks.numel() > 1 else int(ks[0])}")
+        raise ValueError(
+            f"k must satisfy 1 <= k <= group_size={G}, got {ks.tolist() if ks.numel() > 1 else int(ks[0])}"
+        )
     if metric == "length":
         score = -lengths.to(torch.float64)  # higher is better: shorter
     else:
@@ -275,7 +281,9 @@ def reward_quartiles(mean_rewards_seen: torch.Tensor) -> tuple[float, float, flo
 
 
 def adaptive_k(
-    mean_rewards: torch.Tensor, quartiles: tuple[float, float, float], k_by_bucket: tuple[int, int, int, int] = (8, 8, 6, 4)
+    mean_rewards: torch.Tensor,
+    quartiles: tuple[float, float, float],
+    k_by_bucket: tuple[int, int, int, int] = (8, 8, 6, 4),
 ) -> torch.Tensor:
     """Adaptive-difficulty GFPO (Algorithm 2): the number of responses to keep per prompt.
 

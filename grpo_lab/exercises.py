@@ -105,6 +105,7 @@ _declare(
     ),
 )
 
+
 def _sol_masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum() / mask.sum()
 
@@ -124,7 +125,7 @@ _declare(
     cases=_cases_masked_mean,
     reference=lambda x, m: masked_mean(x, m),
     solution=_sol_masked_mean,
-    hint='Multiply by the mask before summing, and divide by the number of valid tokens, not by x.numel().',
+    hint="Multiply by the mask before summing, and divide by the number of valid tokens, not by x.numel().",
 )
 
 
@@ -155,8 +156,9 @@ _declare(
     cases=_cases_reinforce,
     reference=_ref_reinforce,
     solution=_sol_reinforce_loss,
-    hint='The loss is minus the mean of (R - b) * log pi(y|x): minimising it raises log pi where R > b.',
+    hint="The loss is minus the mean of (R - b) * log pi(y|x): minimising it raises log pi where R > b.",
 )
+
 
 def _sol_rloo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     g = rewards.view(-1, group_size)
@@ -177,7 +179,7 @@ _declare(
     cases=_cases_rloo,
     reference=lambda r, g: rloo_advantages(r, g),
     solution=_sol_rloo_advantages,
-    hint='The baseline for sample i is the mean of the *other* G-1 rewards of its group.',
+    hint="The baseline for sample i is the mean of the *other* G-1 rewards of its group.",
 )
 
 
@@ -201,8 +203,14 @@ def _ref_clipped(ratio, advantage, eps):
     # The package's policy_loss on one token at a time is exactly that token's clipped loss.
     out = []
     for r, a in zip(ratio.tolist(), advantage.tolist()):
-        loss, _ = policy_loss(torch.tensor([[math.log(r)]]), torch.zeros(1, 1), torch.tensor([a]), torch.ones(1, 1),
-                              clip_low=eps, aggregation="token_mean")
+        loss, _ = policy_loss(
+            torch.tensor([[math.log(r)]]),
+            torch.zeros(1, 1),
+            torch.tensor([a]),
+            torch.ones(1, 1),
+            clip_low=eps,
+            aggregation="token_mean",
+        )
         out.append(float(loss))
     return torch.tensor(out)
 
@@ -212,8 +220,9 @@ _declare(
     cases=_cases_clipped,
     reference=_ref_clipped,
     solution=_sol_clipped_token_loss,
-    hint='loss = -min(r*A, clip(r, 1-eps, 1+eps)*A): the min, then the minus sign.',
+    hint="loss = -min(r*A, clip(r, 1-eps, 1+eps)*A): the min, then the minus sign.",
 )
+
 
 def _sol_gae(rewards: list[float], values: list[float], gamma: float, lam: float) -> list[float]:
     adv, next_adv, next_value = [0.0] * len(rewards), 0.0, 0.0
@@ -271,7 +280,7 @@ _declare(
     cases=_cases_k3,
     reference=lambda lp, ref: kl_estimate(lp, ref, "k3"),
     solution=_sol_k3,
-    hint='With log r = ref_logp - logp: k3 = (r - 1) - log r, which is >= 0 for every token.',
+    hint="With log r = ref_logp - logp: k3 = (r - 1) - log r, which is >= 0 for every token.",
 )
 
 
@@ -283,20 +292,32 @@ def _sol_token_weights(lengths: list[int], advantages: list[float], aggregation:
     A = torch.tensor(advantages, dtype=torch.float64)
     B = len(lengths)
     mask = (torch.arange(max_len).unsqueeze(0) < L.unsqueeze(1)).double()
-    if aggregation == "seq_mean_token_mean":   # GRPO: 1/|o_i| inside, 1/B outside
+    if aggregation == "seq_mean_token_mean":  # GRPO: 1/|o_i| inside, 1/B outside
         per_row = 1.0 / (B * L)
-    elif aggregation == "token_mean":          # DAPO: one normaliser, every valid token of the batch
+    elif aggregation == "token_mean":  # DAPO: one normaliser, every valid token of the batch
         per_row = torch.full((B,), 1.0 / float(L.sum()), dtype=torch.float64)
-    else:                                      # Dr. GRPO: a constant, B * L_max
+    else:  # Dr. GRPO: a constant, B * L_max
         per_row = torch.full((B,), 1.0 / (B * max_len), dtype=torch.float64)
     return (A * per_row).unsqueeze(1) * mask
 
 
 def _cases_token_weights():
     return [
-        ("GRPO (seq_mean_token_mean): two right answers of 2 and 4 tokens", ([2, 4], [1.0, 1.0], "seq_mean_token_mean", 6), {}),
-        ("token_mean: A = [+1, -1], lengths [2, 4] (the ALGORITHMS.md setup)", ([2, 4], [1.0, -1.0], "token_mean", 4), {}),
-        ("Dr. GRPO (seq_mean_token_sum_norm): L_max = 8, more than the longest", ([2, 4], [1.0, -1.0], "seq_mean_token_sum_norm", 8), {}),
+        (
+            "GRPO (seq_mean_token_mean): two right answers of 2 and 4 tokens",
+            ([2, 4], [1.0, 1.0], "seq_mean_token_mean", 6),
+            {},
+        ),
+        (
+            "token_mean: A = [+1, -1], lengths [2, 4] (the ALGORITHMS.md setup)",
+            ([2, 4], [1.0, -1.0], "token_mean", 4),
+            {},
+        ),
+        (
+            "Dr. GRPO (seq_mean_token_sum_norm): L_max = 8, more than the longest",
+            ([2, 4], [1.0, -1.0], "seq_mean_token_sum_norm", 8),
+            {},
+        ),
         ("GRPO: three sequences, mixed advantages", ([1, 3, 5], [0.5, -1.0, 1.5], "seq_mean_token_mean", 5), {}),
         ("token_mean: three sequences, mixed advantages", ([1, 3, 5], [0.5, -1.0, 1.5], "token_mean", 5), {}),
     ]
@@ -319,9 +340,10 @@ _declare(
     ),
 )
 
+
 def _sol_dr_grpo_loss(logp, old_logp, rewards, mask, group_size: int, max_len: int, eps: float = 0.2) -> torch.Tensor:
     g = rewards.view(-1, group_size)
-    A = (g - g.mean(dim=1, keepdim=True)).reshape(-1, 1)       # no division by the std
+    A = (g - g.mean(dim=1, keepdim=True)).reshape(-1, 1)  # no division by the std
     ratio = torch.exp(logp - old_logp)
     per_token = -torch.minimum(ratio * A, ratio.clamp(1 - eps, 1 + eps) * A)
     return (per_token * mask).sum() / (logp.shape[0] * max_len)  # a constant normaliser
@@ -337,13 +359,19 @@ def _cases_dr_grpo_loss():
         ("on-policy (old = new), one group of 8", (logp, logp.clone(), r, mask, 8, 8), {}),
         ("two groups of 4, the second 3 of 4 right; L_max 8", (logp, logp.clone(), r, mask, 4, 8), {}),
         ("off-policy: some ratios leave [0.8, 1.2] and are clipped", (logp + drift, logp, r, mask, 4, 10), {}),
-        ("an all-right group adds nothing", (logp + drift, logp, torch.tensor([1.0, 1, 1, 1, 1, 0, 0, 0]), mask, 4, 6), {}),
+        (
+            "an all-right group adds nothing",
+            (logp + drift, logp, torch.tensor([1.0, 1, 1, 1, 1, 0, 0, 0]), mask, 4, 6),
+            {},
+        ),
     ]
 
 
 def _ref_dr_grpo_loss(logp, old_logp, rewards, mask, group_size, max_len, eps=0.2):
     adv = group_advantages(rewards.to(logp.dtype), group_size, scale="none")
-    loss, _ = policy_loss(logp, old_logp, adv, mask, clip_low=eps, aggregation="seq_mean_token_sum_norm", max_len=max_len)
+    loss, _ = policy_loss(
+        logp, old_logp, adv, mask, clip_low=eps, aggregation="seq_mean_token_sum_norm", max_len=max_len
+    )
     return loss
 
 
@@ -369,8 +397,11 @@ def _sol_clip_higher_token_loss(ratio, advantage, clip_low: float, clip_high: fl
 def _cases_clip_higher():
     r = torch.tensor([0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.35, 2.0])
     return [
-        ("ALGORITHMS.md: r = 1.25 and 1.35 with A = +1, r = 0.75 with A = -1 (0.2 / 0.28)",
-         (torch.tensor([1.25, 1.35, 0.75]), torch.tensor([1.0, 1.0, -1.0]), 0.2, 0.28), {}),
+        (
+            "ALGORITHMS.md: r = 1.25 and 1.35 with A = +1, r = 0.75 with A = -1 (0.2 / 0.28)",
+            (torch.tensor([1.25, 1.35, 0.75]), torch.tensor([1.0, 1.0, -1.0]), 0.2, 0.28),
+            {},
+        ),
         ("A = +1 across the range, 0.2 / 0.28", (r, torch.ones(8), 0.2, 0.28), {}),
         ("A = -1 across the range, 0.2 / 0.28", (r, -torch.ones(8), 0.2, 0.28), {}),
         ("mixed advantages, 0.1 / 0.4", (r, torch.tensor([1.0, -2.0, 0.5, 1.0, -1.0, 2.0, -0.5, 1.0]), 0.1, 0.4), {}),
@@ -381,8 +412,15 @@ def _ref_clip_higher(ratio, advantage, clip_low, clip_high):
     # One token at a time through the package's policy_loss: that token's clip-higher loss.
     out = []
     for r, a in zip(ratio.tolist(), advantage.tolist()):
-        loss, _ = policy_loss(torch.tensor([[math.log(r)]]), torch.zeros(1, 1), torch.tensor([a]), torch.ones(1, 1),
-                              clip_low=clip_low, clip_high=clip_high, aggregation="token_mean")
+        loss, _ = policy_loss(
+            torch.tensor([[math.log(r)]]),
+            torch.zeros(1, 1),
+            torch.tensor([a]),
+            torch.ones(1, 1),
+            clip_low=clip_low,
+            clip_high=clip_high,
+            aggregation="token_mean",
+        )
         out.append(float(loss))
     return torch.tensor(out)
 
@@ -398,10 +436,11 @@ _declare(
     ),
 )
 
+
 def _sol_soft_overlong_penalty(lengths, max_len: int, cache_len: int) -> torch.Tensor:
     n = lengths.double()
-    start = max_len - cache_len                       # the expected maximum: free up to here
-    ramp = (start - n) / cache_len                    # 0 at start, -1 at max_len
+    start = max_len - cache_len  # the expected maximum: free up to here
+    ramp = (start - n) / cache_len  # 0 at start, -1 at max_len
     return torch.where(n <= start, torch.zeros_like(n), torch.where(n <= max_len, ramp, -torch.ones_like(n)))
 
 
@@ -409,7 +448,11 @@ def _cases_soft_overlong():
     return [
         ("L_max 20, L_cache 4: free, ramp, -1 beyond", (torch.tensor([10, 16, 17, 18, 20, 21, 30]), 20, 4), {}),
         ("the lab's setting: L_max 32, L_cache 8", (torch.tensor([0, 14, 24, 25, 28, 31, 32, 33]), 32, 8), {}),
-        ("DAPO's paper: L_max 20480, L_cache 4096", (torch.tensor([8000, 16384, 18432, 20480, 20481]), 20480, 4096), {}),
+        (
+            "DAPO's paper: L_max 20480, L_cache 4096",
+            (torch.tensor([8000, 16384, 18432, 20480, 20481]), 20480, 4096),
+            {},
+        ),
         ("L_cache = L_max: the ramp starts at 0 tokens", (torch.tensor([0, 2, 5, 8, 9]), 8, 8), {}),
     ]
 
@@ -445,7 +488,11 @@ def _cases_sequence_ratio():
     logp, old, mask = _seq_cases_tensors()
     lr = torch.log(torch.tensor([[1.10, 0.95, 1.30, 0.90]]))
     return [
-        ("ALGORITHMS.md: token ratios [1.10, 0.95, 1.30, 0.90] give s = 1.051539", (lr, torch.zeros(1, 4), torch.ones(1, 4)), {}),
+        (
+            "ALGORITHMS.md: token ratios [1.10, 0.95, 1.30, 0.90] give s = 1.051539",
+            (lr, torch.zeros(1, 4), torch.ones(1, 4)),
+            {},
+        ),
         ("on-policy (logp == old_logp) gives s = 1", (logp, logp.clone(), mask), {}),
         ("padding (the 0s of the mask) must not count, and lengths differ", (logp, old, mask), {}),
     ]
@@ -466,6 +513,7 @@ _declare(
     ),
 )
 
+
 def _sol_gspo_loss(logp, old_logp, advantages, mask, clip_low, clip_high):
     s = torch.exp(((logp - old_logp) * mask).sum(dim=1) / mask.sum(dim=1))
     return -torch.minimum(s * advantages, s.clamp(1 - clip_low, 1 + clip_high) * advantages).mean()
@@ -475,16 +523,36 @@ def _cases_gspo_loss():
     logp, old, mask = _seq_cases_tensors()
     lr = torch.log(torch.tensor([[1.10, 0.95, 1.30, 0.90]]))
     return [
-        ("ALGORITHMS.md: s = 1.0515, A = +1, clip (3e-4, 4e-4): clipped to -1.0004", (lr, torch.zeros(1, 4), torch.tensor([1.0]), torch.ones(1, 4), 3e-4, 4e-4), {}),
-        ("ALGORITHMS.md: s = 1.0515, A = -1: not clipped, +1.0515", (lr, torch.zeros(1, 4), torch.tensor([-1.0]), torch.ones(1, 4), 3e-4, 4e-4), {}),
-        ("three sequences with padding and mixed advantages", (logp, old, torch.tensor([1.0, -0.5, 2.0]), mask, 3e-4, 4e-4), {}),
+        (
+            "ALGORITHMS.md: s = 1.0515, A = +1, clip (3e-4, 4e-4): clipped to -1.0004",
+            (lr, torch.zeros(1, 4), torch.tensor([1.0]), torch.ones(1, 4), 3e-4, 4e-4),
+            {},
+        ),
+        (
+            "ALGORITHMS.md: s = 1.0515, A = -1: not clipped, +1.0515",
+            (lr, torch.zeros(1, 4), torch.tensor([-1.0]), torch.ones(1, 4), 3e-4, 4e-4),
+            {},
+        ),
+        (
+            "three sequences with padding and mixed advantages",
+            (logp, old, torch.tensor([1.0, -0.5, 2.0]), mask, 3e-4, 4e-4),
+            {},
+        ),
         ("a wide clip range (0.2) clips nothing here", (logp, old, torch.tensor([1.0, -0.5, 2.0]), mask, 0.2, 0.2), {}),
     ]
 
 
 def _ref_gspo_loss(logp, old_logp, advantages, mask, clip_low, clip_high):
-    loss, _ = policy_loss(logp, old_logp, advantages, mask, clip_low=clip_low, clip_high=clip_high,
-                          ratio_level="sequence", aggregation="seq_mean_token_mean")
+    loss, _ = policy_loss(
+        logp,
+        old_logp,
+        advantages,
+        mask,
+        clip_low=clip_low,
+        clip_high=clip_high,
+        ratio_level="sequence",
+        aggregation="seq_mean_token_mean",
+    )
     return loss
 
 
@@ -516,7 +584,11 @@ def _cases_gfpo_keep():
     L = torch.tensor([100, 400, 150, 200, 600, 120, 90, 300])
     return [
         ("ALGORITHMS.md: G = 8, k = 4 keeps {0, 2, 5, 6}", (R, L, 8, 4), {}),
-        ("two groups of 4, keep 2 each (per group, not over the batch)", (torch.tensor([1.0, 0, 1, 0, 0, 0, 1, 1]), torch.tensor([5, 9, 7, 3, 20, 21, 22, 23]), 4, 2), {}),
+        (
+            "two groups of 4, keep 2 each (per group, not over the batch)",
+            (torch.tensor([1.0, 0, 1, 0, 0, 0, 1, 1]), torch.tensor([5, 9, 7, 3, 20, 21, 22, 23]), 4, 2),
+            {},
+        ),
         ("ties go to the lower index", (torch.tensor([1.0, 0, 1, 0]), torch.tensor([4, 4, 4, 2]), 4, 2), {}),
         ("k = G keeps everything", (torch.tensor([1.0, 0, 1]), torch.tensor([3, 2, 1]), 3, 3), {}),
     ]
@@ -528,10 +600,10 @@ _declare(
     reference=lambda r, L, g, k: gfpo_keep(r, L, g, k, metric="length"),
     solution=_sol_gfpo_keep,
     hint=(
-        "Per group of group_size consecutive rows, keep the k shortest; a stable sort breaks ties by the "
-        "lower index."
+        "Per group of group_size consecutive rows, keep the k shortest; a stable sort breaks ties by the lower index."
     ),
 )
+
 
 def _sol_gfpo_advantages(rewards: torch.Tensor, keep: torch.Tensor, group_size: int) -> torch.Tensor:
     adv = torch.zeros_like(rewards)
@@ -546,10 +618,26 @@ def _sol_gfpo_advantages(rewards: torch.Tensor, keep: torch.Tensor, group_size: 
 def _cases_gfpo_advantages():
     R = torch.tensor([1.0, -1, -1, 1, -1, 1, -1, -1])
     return [
-        ("ALGORITHMS.md: kept {0, 2, 5, 6} gives [1, 0, -1, 0, 0, 1, -1, 0]", (R, torch.tensor([1, 0, 1, 0, 0, 1, 1, 0]).bool(), 8), {}),
-        ("ALGORITHMS.md: kept {0, 3, 4, 5} gives [0.577, 0, 0, 0.577, -1.732, 0.577, 0, 0]", (R, torch.tensor([1, 0, 0, 1, 1, 1, 0, 0]).bool(), 8), {}),
-        ("binary rewards, an all-correct kept set: every advantage 0, not NaN", (torch.tensor([1.0, 1, 0, 1, 0, 1, 0, 0]), torch.tensor([1, 1, 0, 1, 0, 1, 0, 0]).bool(), 8), {}),
-        ("two groups of 4, statistics over each group's kept ones only", (torch.tensor([1.0, 0, 0, 1, 0.5, 0.2, 0.9, 0.0]), torch.tensor([1, 1, 1, 0, 0, 1, 1, 1]).bool(), 4), {}),
+        (
+            "ALGORITHMS.md: kept {0, 2, 5, 6} gives [1, 0, -1, 0, 0, 1, -1, 0]",
+            (R, torch.tensor([1, 0, 1, 0, 0, 1, 1, 0]).bool(), 8),
+            {},
+        ),
+        (
+            "ALGORITHMS.md: kept {0, 3, 4, 5} gives [0.577, 0, 0, 0.577, -1.732, 0.577, 0, 0]",
+            (R, torch.tensor([1, 0, 0, 1, 1, 1, 0, 0]).bool(), 8),
+            {},
+        ),
+        (
+            "binary rewards, an all-correct kept set: every advantage 0, not NaN",
+            (torch.tensor([1.0, 1, 0, 1, 0, 1, 0, 0]), torch.tensor([1, 1, 0, 1, 0, 1, 0, 0]).bool(), 8),
+            {},
+        ),
+        (
+            "two groups of 4, statistics over each group's kept ones only",
+            (torch.tensor([1.0, 0, 0, 1, 0.5, 0.2, 0.9, 0.0]), torch.tensor([1, 1, 1, 0, 0, 1, 1, 1]).bool(), 4),
+            {},
+        ),
     ]
 
 
@@ -601,6 +689,7 @@ _declare(
     ),
 )
 
+
 def _sol_standard_error(values: list[float]) -> float:
     n = len(values)
     mean = sum(values) / n
@@ -627,7 +716,7 @@ _declare(
     cases=_cases_standard_error,
     reference=_ref_standard_error,
     solution=_sol_standard_error,
-    hint='The sample standard deviation (divide by n - 1) divided by sqrt(n).',
+    hint="The sample standard deviation (divide by n - 1) divided by sqrt(n).",
 )
 
 
@@ -677,6 +766,7 @@ _declare(
     ),
 )
 
+
 def _sol_zero_std_share(rewards: torch.Tensor, group_size: int) -> float:
     g = rewards.view(-1, group_size)
     all_equal = (g == g[:, :1]).all(dim=1)
@@ -685,7 +775,11 @@ def _sol_zero_std_share(rewards: torch.Tensor, group_size: int) -> float:
 
 def _cases_zero_std_share():
     return [
-        ("one all-right, one all-wrong, one mixed group", (torch.tensor([1.0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0]), 4), {}),
+        (
+            "one all-right, one all-wrong, one mixed group",
+            (torch.tensor([1.0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0]), 4),
+            {},
+        ),
         ("every group mixed", (torch.tensor([1.0, 0, 0, 1, 0, 1]), 2), {}),
         ("rewards that are not 0/1", (torch.tensor([0.5, 0.5, 0.2, 0.7]), 2), {}),
         ("one group of 8, all wrong", (torch.zeros(8), 8), {}),
@@ -713,7 +807,9 @@ _declare(
 # --- notebook 10: TRL's loss_type normalisers and scale_rewards --------------------------------------
 
 
-def _sol_trl_loss(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: str, max_completion_length: int) -> torch.Tensor:
+def _sol_trl_loss(
+    per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: str, max_completion_length: int
+) -> torch.Tensor:
     if loss_type == "grpo":
         return ((per_token_loss * mask).sum(dim=1) / mask.sum(dim=1)).mean()
     if loss_type in ("bnpo", "dapo"):
@@ -728,20 +824,35 @@ def _cases_trl_loss():
         ("grpo: the mean over sequences of each sequence's token mean", (losses, mask, "grpo", 8), {}),
         ("bnpo: one mean over every valid token of the batch", (losses, mask, "bnpo", 8), {}),
         ("dapo: on one process, the same normaliser as bnpo", (losses, mask, "dapo", 8), {}),
-        ("dr_grpo: a constant, B * max_completion_length (8 here, more than the 5 columns)", (losses, mask, "dr_grpo", 8), {}),
+        (
+            "dr_grpo: a constant, B * max_completion_length (8 here, more than the 5 columns)",
+            (losses, mask, "dr_grpo", 8),
+            {},
+        ),
         ("dr_grpo with max_completion_length 20", (losses, mask, "dr_grpo", 20), {}),
     ]
 
 
-_LAB_AGGREGATION = {"grpo": "seq_mean_token_mean", "bnpo": "token_mean", "dapo": "token_mean", "dr_grpo": "seq_mean_token_sum_norm"}
+_LAB_AGGREGATION = {
+    "grpo": "seq_mean_token_mean",
+    "bnpo": "token_mean",
+    "dapo": "token_mean",
+    "dr_grpo": "seq_mean_token_sum_norm",
+}
 
 
 def _ref_trl_loss(per_token_loss, mask, loss_type, max_completion_length):
     # On-policy (ratio 1) with per-token advantages -loss, the lab's policy_loss *is* the aggregation of
     # those per-token losses; tests/test_trl_parity.py shows it equals TRL's _compute_loss for each loss_type.
     zeros = torch.zeros_like(per_token_loss)
-    loss, _ = policy_loss(zeros, zeros, -per_token_loss, mask, aggregation=_LAB_AGGREGATION[loss_type],
-                          max_len=max_completion_length if loss_type == "dr_grpo" else None)
+    loss, _ = policy_loss(
+        zeros,
+        zeros,
+        -per_token_loss,
+        mask,
+        aggregation=_LAB_AGGREGATION[loss_type],
+        max_len=max_completion_length if loss_type == "dr_grpo" else None,
+    )
     return loss
 
 
@@ -756,6 +867,7 @@ _declare(
         "tokens)."
     ),
 )
+
 
 def _sol_trl_advantages(rewards: torch.Tensor, num_generations: int, scale_rewards: str) -> torch.Tensor:
     g = rewards.view(-1, num_generations)
@@ -796,7 +908,7 @@ def _as_tensor(x):
     return torch.as_tensor(x, dtype=torch.float64)
 
 
-def check(name: str, fn) -> Result:
+def check(name: str, fn: Callable[..., object]) -> Result:
     """Run exercise ``name`` against ``fn``; the verdict names the first failing case and why."""
     if name not in EXERCISES:
         raise ValueError(f"name must be one of {', '.join(sorted(EXERCISES))}; got {name!r}")
@@ -809,20 +921,43 @@ def check(name: str, fn) -> Result:
         try:
             got_raw = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
         except Exception as err:  # the learner's code raised: report it as this case's failure
-            return Result(name, False, i, len(cases), f"Case '{label}' raised {type(err).__name__}: {err}. Hint: {hint}")
+            return Result(
+                name, False, i, len(cases), f"Case '{label}' raised {type(err).__name__}: {err}. Hint: {hint}"
+            )
         if got_raw is None:
-            return Result(name, False, i, len(cases), f"Case '{label}': your function returned None (a missing return?). Hint: {hint}")
+            return Result(
+                name,
+                False,
+                i,
+                len(cases),
+                f"Case '{label}': your function returned None (a missing return?). Hint: {hint}",
+            )
         try:
             got = _as_tensor(got_raw)
         except Exception:
-            return Result(name, False, i, len(cases), f"Case '{label}': could not read {type(got_raw).__name__} as numbers.")
+            return Result(
+                name, False, i, len(cases), f"Case '{label}': could not read {type(got_raw).__name__} as numbers."
+            )
         if got.shape != expected.shape:
-            return Result(name, False, i, len(cases), f"Case '{label}': expected shape {tuple(expected.shape)}, got {tuple(got.shape)}. Hint: {hint}")
+            return Result(
+                name,
+                False,
+                i,
+                len(cases),
+                f"Case '{label}': expected shape {tuple(expected.shape)}, got {tuple(got.shape)}. Hint: {hint}",
+            )
         if not torch.isfinite(got).all():
-            return Result(name, False, i, len(cases), f"Case '{label}': your result has NaN or infinity: {got.tolist()}. Hint: {hint}")
+            return Result(
+                name,
+                False,
+                i,
+                len(cases),
+                f"Case '{label}': your result has NaN or infinity: {got.tolist()}. Hint: {hint}",
+            )
         if not torch.allclose(got, expected, atol=1e-4, rtol=1e-4):
-            return Result(name, False, i, len(cases),
-                          f"Case '{label}': expected {_fmt(expected)}, got {_fmt(got)}. Hint: {hint}")
+            return Result(
+                name, False, i, len(cases), f"Case '{label}': expected {_fmt(expected)}, got {_fmt(got)}. Hint: {hint}"
+            )
     return Result(name, True, len(cases), len(cases), "Well done.")
 
 

@@ -193,9 +193,7 @@ def policy_loss(
             )
         check_positive_int("max_len", max_len)
         if lengths.max() > max_len:
-            raise ValueError(
-                f"max_len must be >= the longest completion ({int(lengths.max())} tokens), got {max_len}"
-            )
+            raise ValueError(f"max_len must be >= the longest completion ({int(lengths.max())} tokens), got {max_len}")
 
     log_ratio = logp - old_logp
     if ratio_level == "token":

@@ -5,12 +5,19 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
 from .checks import check_positive_int
 from .rollout import encode_prompts, sample_group
 from .tasks import score_completions
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from .tasks import Task
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k (Chen et al. 2021): the chance that k of n samples, c of them correct, hold one correct."""
@@ -23,9 +30,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @torch.no_grad()
 def evaluate(
-    model,
-    tokenizer,
-    task,
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    task: Task,
     n_prompts: int = 128,
     samples: int = 1,
     temperature: float = 1.0,
@@ -68,6 +75,8 @@ def evaluate(
     if G > 1:
         out[f"pass@{G}"] = float(sum(pass_at_k(G, int(c), G) for c in r.sum(dim=1)) / len(rows))
         # The whole curve from the same samples: the unbiased estimator for every k <= G.
-        out["pass_at_k"] = {k: float(sum(pass_at_k(G, int(c), k) for c in r.sum(dim=1)) / len(rows)) for k in range(1, G + 1)}
+        out["pass_at_k"] = {
+            k: float(sum(pass_at_k(G, int(c), k) for c in r.sum(dim=1)) / len(rows)) for k in range(1, G + 1)
+        }
     out["examples"] = texts[:8]
     return out

@@ -179,7 +179,9 @@ class UpdateBatch:
     ref_logp: torch.Tensor | None  # [B, T] under the reference; None when there is none
 
 
-AdvantageEstimator = Callable[["Trainer", Batch, torch.Tensor, "torch.Tensor | None", "torch.Tensor | None"], Advantages]
+AdvantageEstimator = Callable[
+    ["Trainer", Batch, torch.Tensor, "torch.Tensor | None", "torch.Tensor | None"], Advantages
+]
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
 """``Algorithm.advantage`` -> its estimator ``(trainer, batch, mask, old_logp, ref_logp)``, as verl
 registers its advantage estimators; ``Trainer.prepare`` is the one caller."""
@@ -422,7 +424,9 @@ class Trainer:
         batch = self.collect() if batch is None else batch
         t_rollout = time.perf_counter() - t0
         ro, rewards = batch.rollout, batch.rewards
-        seen = batch.sampled or Sampled(batch.correct, rewards, ro.lengths, ro.texts, torch.ones_like(rewards).bool(), 0)
+        # Accuracy and lengths describe everything sampled, also what a filter dropped.
+        everything = torch.ones_like(rewards, dtype=torch.bool)
+        seen = batch.sampled or Sampled(batch.correct, rewards, ro.lengths, ro.texts, everything, 0)
         metrics = {"step": self.step + 1}
         metrics.update(self._batch_metrics(seen.correct, seen.lengths.float()))
         if self.task.features is not None:
