@@ -313,7 +313,6 @@ def paired_updates(
     import torch
     from tqdm.auto import tqdm
 
-    from .advantages import group_advantages
     from .rollout import token_logps
     from .trainer import Trainer
 
@@ -358,9 +357,9 @@ def paired_updates(
     for _ in tqdm(range(steps), desc="paired updates", disable=not progress):
         trainer.algo = algos[follow]
         batch = trainer.collect()
-        ro, rewards = batch.rollout, batch.rewards
+        ro = batch.rollout
         mask = ro.completion_mask.bool()
-        adv = group_advantages(rewards, trainer.cfg.group_size, scale=base.scale).unsqueeze(1).expand_as(mask)
+        adv = trainer.prepare(batch).advantages.values.unsqueeze(1).expand_as(mask)  # the advantages the update uses
         pos, neg = mask & (adv > 0), mask & (adv < 0)
         logp0, ent0 = measure(ro)
         low = pos & (logp0.exp() < low_p)

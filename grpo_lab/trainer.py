@@ -249,10 +249,7 @@ def _reduce_updates(outs: list[dict[str, float]]) -> dict[str, float]:
         elif key == "ratio_max":
             out[key] = max(vals)
         else:
-            total = 0.0
-            for v in vals:  # summed in update order, as a running total
-                total += v
-            out[key] = total / len(vals)
+            out[key] = sum(vals) / len(vals)
     return out
 
 
@@ -403,7 +400,7 @@ class Trainer:
         mask = self._loss_mask(ro)
         ref_logp = self._ref_logp(ro)
         old_logp = None
-        if a.minibatches * a.epochs > 1 or a.advantage == "gae":
+        if a.minibatches * a.epochs > 1 or self.critic is not None:  # GAE's KL-shaped rewards need them
             with torch.no_grad():
                 old_logp, _ = token_logps(
                     self.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask,
@@ -445,7 +442,7 @@ class Trainer:
         rows = keep_rows.nonzero().flatten()
         perm_gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step)
         outs, skipped = [], 0
-        policy_frozen = a.advantage == "gae" and self.step < a.critic_warmup_steps
+        policy_frozen = self.critic is not None and self.step < a.critic_warmup_steps
         for _ in range(a.epochs):
             order = rows[torch.randperm(len(rows), generator=perm_gen)] if a.minibatches > 1 else rows
             for mb in order.chunk(a.minibatches):
