@@ -15,6 +15,7 @@ from .checks import (
     check_group_size,
     check_mask,
     check_number,
+    check_positive_int,
     check_same_shape,
     check_tensor,
 )
@@ -96,7 +97,9 @@ def process_advantages(
     flat = []
     for i, (rs, ends, n) in enumerate(zip(step_rewards, step_ends, lengths)):
         if len(rs) != len(ends):
-            raise ValueError(f"step_rewards[{i}] and step_ends[{i}] must have the same length, got {len(rs)} and {len(ends)}")
+            raise ValueError(
+                f"step_rewards[{i}] and step_ends[{i}] must have the same length, got {len(rs)} and {len(ends)}"
+            )
         if any(not 0 <= e < n for e in ends):
             raise ValueError(f"step_ends[{i}] must lie in [0, {n}), got {ends}")
         flat.extend(rs)
@@ -189,7 +192,7 @@ def dynamic_sampling_keep(rewards: torch.Tensor, group_size: int) -> torch.Tenso
 
 
 def gfpo_keep(
-    rewards: torch.Tensor, lengths: torch.Tensor, group_size: int, k, metric: str = "length"
+    rewards: torch.Tensor, lengths: torch.Tensor, group_size: int, k: int | torch.Tensor, metric: str = "length"
 ) -> torch.Tensor:
     """GFPO's filter (Shrivastava et al. 2025): keep the best ``k`` of each group, ``[B] -> [B]`` bool.
 
@@ -206,16 +209,18 @@ def gfpo_keep(
     n_groups = rewards.shape[0] // G
     if isinstance(k, torch.Tensor):
         if k.shape != (n_groups,):
-            raise ValueError(f"k must be an int or a tensor of shape ({n_groups},) (one per group), got {tuple(k.shape)}")
+            raise ValueError(
+                f"k must be an int or a tensor of shape ({n_groups},) (one per group), got {tuple(k.shape)}"
+            )
         if k.is_floating_point() and not (k == k.round()).all():
             raise ValueError(f"k must hold whole numbers, got {k.tolist()}")
         ks = k.to(torch.long)
-    elif isinstance(k, int) and not isinstance(k, bool):
-        ks = torch.full((n_groups,), k, dtype=torch.long)
     else:
-        raise ValueError(f"k must be an int or a tensor, got {type(k).__name__}")
+        ks = torch.full((n_groups,), check_positive_int("k", k, maximum=G), dtype=torch.long)
     if (ks < 1).any() or (ks > G).any():
-        raise ValueError(f"k must satisfy 1 <= k <= group_size={G}, got {ks.tolist() if ks.numel() > 1 else int(ks[0])}")
+        raise ValueError(
+            f"k must satisfy 1 <= k <= group_size={G}, got {ks.tolist() if ks.numel() > 1 else int(ks[0])}"
+        )
     if metric == "length":
         score = -lengths.to(torch.float64)  # higher is better: shorter
     else:
@@ -276,7 +281,9 @@ def reward_quartiles(mean_rewards_seen: torch.Tensor) -> tuple[float, float, flo
 
 
 def adaptive_k(
-    mean_rewards: torch.Tensor, quartiles: tuple[float, float, float], k_by_bucket: tuple[int, int, int, int] = (8, 8, 6, 4)
+    mean_rewards: torch.Tensor,
+    quartiles: tuple[float, float, float],
+    k_by_bucket: tuple[int, int, int, int] = (8, 8, 6, 4),
 ) -> torch.Tensor:
     """Adaptive-difficulty GFPO (Algorithm 2): the number of responses to keep per prompt.
 
@@ -288,8 +295,10 @@ def adaptive_k(
     mean_rewards = check_float("mean_rewards", mean_rewards, ndim=1)
     if len(quartiles) != 3 or not (quartiles[0] <= quartiles[1] <= quartiles[2]):
         raise ValueError(f"quartiles must be three non-decreasing numbers (q25, q50, q75), got {quartiles}")
-    if len(k_by_bucket) != 4 or any((not isinstance(k, int)) or k < 1 for k in k_by_bucket):
+    if len(k_by_bucket) != 4:
         raise ValueError(f"k_by_bucket must be four positive ints, got {k_by_bucket}")
+    for i, k in enumerate(k_by_bucket):
+        check_positive_int(f"k_by_bucket[{i}]", k)
     bounds = torch.tensor(quartiles, dtype=mean_rewards.dtype)
     bucket = torch.bucketize(mean_rewards, bounds, right=True)  # 0: < q25, 1: [q25, q50), 2: [q50, q75), 3: >= q75
     return torch.tensor(k_by_bucket, dtype=torch.long)[bucket]

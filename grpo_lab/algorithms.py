@@ -123,7 +123,12 @@ def _check_type(name: str, value, annotation: str) -> None:
     elif annotation.startswith("int"):
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif annotation.startswith("float"):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
+        ok = (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and value == value
+            and abs(value) != float("inf")
+        )
     else:
         ok = isinstance(value, str)
     if not ok:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import torch
 
 
-def check_tensor(name: str, x, ndim: int | tuple[int, ...] | None = None) -> torch.Tensor:
+def check_tensor(name: str, x: object, ndim: int | tuple[int, ...] | None = None) -> torch.Tensor:
     """Check that ``x`` is a tensor (of ``ndim`` dimensions, when given) and return it."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -23,7 +23,7 @@ def check_tensor(name: str, x, ndim: int | tuple[int, ...] | None = None) -> tor
     return x
 
 
-def check_float(name: str, x, ndim=None) -> torch.Tensor:
+def check_float(name: str, x: object, ndim: int | tuple[int, ...] | None = None) -> torch.Tensor:
     """A floating-point tensor with no NaN or infinity."""
     x = check_tensor(name, x, ndim)
     if not x.is_floating_point():
@@ -39,7 +39,7 @@ def check_same_shape(name: str, x: torch.Tensor, ref_name: str, ref: torch.Tenso
         raise ValueError(f"{name} must have the shape of {ref_name} {tuple(ref.shape)}, got {tuple(x.shape)}")
 
 
-def check_mask(name: str, mask, like_name: str, like: torch.Tensor) -> torch.Tensor:
+def check_mask(name: str, mask: object, like_name: str, like: torch.Tensor) -> torch.Tensor:
     """A 0/1 mask (bool, int or float) with the shape of ``like``; returned as ``like``'s dtype."""
     mask = check_tensor(name, mask)
     check_same_shape(name, mask, like_name, like)
@@ -49,12 +49,25 @@ def check_mask(name: str, mask, like_name: str, like: torch.Tensor) -> torch.Ten
     return mask.to(like.dtype)
 
 
-def check_group_size(rewards: torch.Tensor, group_size, minimum: int = 1) -> int:
+def check_positive_int(name: str, value: object, minimum: int = 1, maximum: int | None = None) -> int:
+    """An ``int`` (not a ``bool``, not a float) in ``[minimum, maximum]``; returned as is.
+
+    The one place the package checks a count (a group size, a length budget, a number of steps).
+    """
+    if maximum is not None:
+        want = f"an integer in [{minimum}, {maximum}]"
+    else:
+        want = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be {want}, got {value!r} ({type(value).__name__})")
+    if value < minimum or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} must be {want}, got {value}")
+    return value
+
+
+def check_group_size(rewards: torch.Tensor, group_size: object, minimum: int = 1) -> int:
     """``group_size`` is an int >= minimum that divides the batch (groups are consecutive rows)."""
-    if isinstance(group_size, bool) or not isinstance(group_size, int):
-        raise ValueError(f"group_size must be an int, got {type(group_size).__name__}")
-    if group_size < minimum:
-        raise ValueError(f"group_size must be >= {minimum}, got {group_size}")
+    check_positive_int("group_size", group_size, minimum=minimum)
     if rewards.shape[0] % group_size != 0:
         raise ValueError(
             f"the batch size must be a multiple of group_size={group_size} (consecutive rows form a group), "
@@ -63,14 +76,22 @@ def check_group_size(rewards: torch.Tensor, group_size, minimum: int = 1) -> int
     return group_size
 
 
-def check_choice(name: str, value, choices: Iterable[str]) -> str:
+def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
+    """``value`` is one of ``choices``."""
     choices = tuple(choices)
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
     return value
 
 
-def check_number(name: str, value, low=None, high=None, low_open=False, high_open=False) -> float:
+def check_number(
+    name: str,
+    value: object,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
     """A real number in [low, high] (open ends where asked)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number, got {type(value).__name__}")

@@ -16,13 +16,15 @@ from __future__ import annotations
 import inspect
 import math
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 from .advantages import gae, gfpo_advantages, gfpo_keep, group_advantages, rloo_advantages
 from .kl import kl_estimate
-from .losses import masked_mean, policy_loss
+from .losses import masked_mean, policy_loss, sequence_log_ratio, token_gradient_weights
 from .rewards import soft_overlong_penalty
 
 
@@ -48,7 +50,26 @@ class Result:
         return f"{icon} **{self.name}**: {self.passed}/{self.total} cases pass. {self.message}"
 
 
-# --- reference solutions: short, in the notebook's own terms ---------------------------------
+class Exercise(NamedTuple):
+    """One exercise: its cases, the package's answer to them, a reference solution, and a hint."""
+
+    cases: Callable[[], list]
+    """() -> [(label, args, kwargs), ...]: the inputs the learner's function is called with."""
+    reference: Callable
+    """The expected output for a case, from the package (itself tested against the papers)."""
+    solution: Callable
+    """A short reference solution, in the notebook's own terms (``solution(name)`` shows its source)."""
+    hint: str
+
+
+EXERCISES: dict[str, Exercise] = {}
+
+
+def _declare(name: str, cases: Callable[[], list], reference: Callable, solution: Callable, hint: str) -> None:
+    EXERCISES[name] = Exercise(cases, reference, solution, hint)
+
+
+# --- notebook 00: the tour ---------------------------------------------------------------------------
 
 
 def _sol_group_advantages(rewards: torch.Tensor, group_size: int, use_std: bool = True) -> torch.Tensor:
@@ -57,41 +78,6 @@ def _sol_group_advantages(rewards: torch.Tensor, group_size: int, use_std: bool 
     if use_std:
         centred = centred / (g.std(dim=1, keepdim=True) + 1e-4)
     return centred.reshape(-1)
-
-
-def _sol_masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (x * mask).sum() / mask.sum()
-
-
-def _sol_reinforce_loss(seq_logp: torch.Tensor, rewards: torch.Tensor, baseline: float) -> torch.Tensor:
-    return -((rewards - baseline) * seq_logp).mean()
-
-
-def _sol_rloo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    g = rewards.view(-1, group_size)
-    others_mean = (g.sum(dim=1, keepdim=True) - g) / (group_size - 1)
-    return (g - others_mean).reshape(-1)
-
-
-def _sol_clipped_token_loss(ratio: torch.Tensor, advantage: torch.Tensor, eps: float) -> torch.Tensor:
-    return -torch.minimum(ratio * advantage, ratio.clamp(1 - eps, 1 + eps) * advantage)
-
-
-def _sol_gae(rewards: list[float], values: list[float], gamma: float, lam: float) -> list[float]:
-    adv, next_adv, next_value = [0.0] * len(rewards), 0.0, 0.0
-    for t in reversed(range(len(rewards))):
-        delta = rewards[t] + gamma * next_value - values[t]
-        next_adv = delta + gamma * lam * next_adv
-        adv[t], next_value = next_adv, values[t]
-    return adv
-
-
-def _sol_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    log_r = ref_logp - logp
-    return torch.exp(log_r) - 1 - log_r
-
-
-# --- the cases ---------------------------------------------------------------------------------
 
 
 def _cases_group_advantages():
@@ -108,6 +94,22 @@ def _ref_group_advantages(rewards, group_size, use_std=True):
     return group_advantages(rewards, group_size, scale="group" if use_std else "none")
 
 
+_declare(
+    "group_advantages",
+    cases=_cases_group_advantages,
+    reference=_ref_group_advantages,
+    solution=_sol_group_advantages,
+    hint=(
+        "Centre each group on its mean; divide by its std (+1e-4) only when use_std. Groups are "
+        "consecutive rows: rewards.view(-1, group_size)."
+    ),
+)
+
+
+def _sol_masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (x * mask).sum() / mask.sum()
+
+
 def _cases_masked_mean():
     x = torch.tensor([[1.0, 2.0, 3.0, 99.0], [4.0, 5.0, 99.0, 99.0]])
     m = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
@@ -116,6 +118,22 @@ def _cases_masked_mean():
         ("padding (99) must be ignored", (x, m), {}),
         ("a single valid token", (x, torch.tensor([[0.0, 0, 1, 0], [0, 0, 0, 0]])), {}),
     ]
+
+
+_declare(
+    "masked_mean",
+    cases=_cases_masked_mean,
+    reference=lambda x, m: masked_mean(x, m),
+    solution=_sol_masked_mean,
+    hint="Multiply by the mask before summing, and divide by the number of valid tokens, not by x.numel().",
+)
+
+
+# --- notebook 01: policy gradients -------------------------------------------------------------------
+
+
+def _sol_reinforce_loss(seq_logp: torch.Tensor, rewards: torch.Tensor, baseline: float) -> torch.Tensor:
+    return -((rewards - baseline) * seq_logp).mean()
 
 
 def _cases_reinforce():
@@ -133,12 +151,43 @@ def _ref_reinforce(seq_logp, rewards, baseline):
     return torch.stack([-(r - baseline) * lp for r, lp in zip(rewards, seq_logp)]).mean()
 
 
+_declare(
+    "reinforce_loss",
+    cases=_cases_reinforce,
+    reference=_ref_reinforce,
+    solution=_sol_reinforce_loss,
+    hint="The loss is minus the mean of (R - b) * log pi(y|x): minimising it raises log pi where R > b.",
+)
+
+
+def _sol_rloo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    g = rewards.view(-1, group_size)
+    others_mean = (g.sum(dim=1, keepdim=True) - g) / (group_size - 1)
+    return (g - others_mean).reshape(-1)
+
+
 def _cases_rloo():
     return [
         ("[1, 0, 0, 1]", (torch.tensor([1.0, 0, 0, 1]), 4), {}),
         ("[0.2, 0.5, 0.9]", (torch.tensor([0.2, 0.5, 0.9]), 3), {}),
         ("two groups of 2", (torch.tensor([1.0, 0, 1, 1]), 2), {}),
     ]
+
+
+_declare(
+    "rloo_advantages",
+    cases=_cases_rloo,
+    reference=lambda r, g: rloo_advantages(r, g),
+    solution=_sol_rloo_advantages,
+    hint="The baseline for sample i is the mean of the *other* G-1 rewards of its group.",
+)
+
+
+# --- notebook 02: PPO's clip and GAE -----------------------------------------------------------------
+
+
+def _sol_clipped_token_loss(ratio: torch.Tensor, advantage: torch.Tensor, eps: float) -> torch.Tensor:
+    return -torch.minimum(ratio * advantage, ratio.clamp(1 - eps, 1 + eps) * advantage)
 
 
 def _cases_clipped():
@@ -154,10 +203,34 @@ def _ref_clipped(ratio, advantage, eps):
     # The package's policy_loss on one token at a time is exactly that token's clipped loss.
     out = []
     for r, a in zip(ratio.tolist(), advantage.tolist()):
-        loss, _ = policy_loss(torch.tensor([[math.log(r)]]), torch.zeros(1, 1), torch.tensor([a]), torch.ones(1, 1),
-                              clip_low=eps, aggregation="token_mean")
+        loss, _ = policy_loss(
+            torch.tensor([[math.log(r)]]),
+            torch.zeros(1, 1),
+            torch.tensor([a]),
+            torch.ones(1, 1),
+            clip_low=eps,
+            aggregation="token_mean",
+        )
         out.append(float(loss))
     return torch.tensor(out)
+
+
+_declare(
+    "clipped_token_loss",
+    cases=_cases_clipped,
+    reference=_ref_clipped,
+    solution=_sol_clipped_token_loss,
+    hint="loss = -min(r*A, clip(r, 1-eps, 1+eps)*A): the min, then the minus sign.",
+)
+
+
+def _sol_gae(rewards: list[float], values: list[float], gamma: float, lam: float) -> list[float]:
+    adv, next_adv, next_value = [0.0] * len(rewards), 0.0, 0.0
+    for t in reversed(range(len(rewards))):
+        delta = rewards[t] + gamma * next_value - values[t]
+        next_adv = delta + gamma * lam * next_adv
+        adv[t], next_value = next_adv, values[t]
+    return adv
 
 
 def _cases_gae():
@@ -174,6 +247,26 @@ def _ref_gae(rewards, values, gamma, lam):
     return adv[0].tolist()
 
 
+_declare(
+    "gae",
+    cases=_cases_gae,
+    reference=_ref_gae,
+    solution=_sol_gae,
+    hint=(
+        "Go backwards: delta_t = r_t + gamma*V_{t+1} - V_t with V after the last token = 0; A_t = delta_t"
+        " + gamma*lam*A_{t+1}."
+    ),
+)
+
+
+# --- notebook 03: GRPO's KL estimator (its group_advantages exercise is notebook 00's) ---------------
+
+
+def _sol_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    log_r = ref_logp - logp
+    return torch.exp(log_r) - 1 - log_r
+
+
 def _cases_k3():
     return [
         ("ALGORITHMS.md: logp -1, ref -1.5", (torch.tensor([-1.0]), torch.tensor([-1.5])), {}),
@@ -182,158 +275,16 @@ def _cases_k3():
     ]
 
 
-# --- notebooks 06 (GSPO) and 07 (GFPO) ----------------------------------------------------------
+_declare(
+    "k3",
+    cases=_cases_k3,
+    reference=lambda lp, ref: kl_estimate(lp, ref, "k3"),
+    solution=_sol_k3,
+    hint="With log r = ref_logp - logp: k3 = (r - 1) - log r, which is >= 0 for every token.",
+)
 
 
-def _sol_sequence_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    mean_log_ratio = ((logp - old_logp) * mask).sum(dim=1) / mask.sum(dim=1)
-    return torch.exp(mean_log_ratio)
-
-
-def _sol_gspo_loss(logp, old_logp, advantages, mask, eps_low, eps_high):
-    s = torch.exp(((logp - old_logp) * mask).sum(dim=1) / mask.sum(dim=1))
-    return -torch.minimum(s * advantages, s.clamp(1 - eps_low, 1 + eps_high) * advantages).mean()
-
-
-def _sol_gfpo_keep(rewards: torch.Tensor, lengths: torch.Tensor, group_size: int, k: int) -> torch.Tensor:
-    keep = torch.zeros(len(rewards), dtype=torch.bool)
-    for start in range(0, len(rewards), group_size):
-        order = torch.sort(lengths[start : start + group_size], stable=True).indices  # shortest first, ties by index
-        keep[start + order[:k]] = True
-    return keep
-
-
-def _sol_gfpo_advantages(rewards: torch.Tensor, keep: torch.Tensor, group_size: int) -> torch.Tensor:
-    adv = torch.zeros_like(rewards)
-    for start in range(0, len(rewards), group_size):
-        r, m = rewards[start : start + group_size], keep[start : start + group_size].bool()
-        kept = r[m]
-        if kept.max() > kept.min():  # an all-equal kept set carries no signal: leave it at 0
-            adv[start : start + group_size][m] = (kept - kept.mean()) / kept.std(unbiased=False)
-    return adv
-
-
-def _seq_cases_tensors():
-    logp = torch.tensor([[-1.0, -0.5, -2.0, 0.0], [-0.3, -1.2, 0.0, 0.0], [-0.7, -0.7, -0.7, -0.7]])
-    old = torch.tensor([[-1.1, -0.4, -2.3, -9.0], [-0.3, -1.0, -5.0, -5.0], [-0.7, -0.6, -0.8, -0.7]])
-    mask = torch.tensor([[1.0, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]])
-    return logp, old, mask
-
-
-def _cases_sequence_ratio():
-    logp, old, mask = _seq_cases_tensors()
-    lr = torch.log(torch.tensor([[1.10, 0.95, 1.30, 0.90]]))
-    return [
-        ("ALGORITHMS.md: token ratios [1.10, 0.95, 1.30, 0.90] give s = 1.051539", (lr, torch.zeros(1, 4), torch.ones(1, 4)), {}),
-        ("on-policy (logp == old_logp) gives s = 1", (logp, logp.clone(), mask), {}),
-        ("padding (the 0s of the mask) must not count, and lengths differ", (logp, old, mask), {}),
-    ]
-
-
-def _ref_sequence_ratio(logp, old_logp, mask):
-    out = []
-    for i in range(logp.shape[0]):
-        m = mask[i].bool()
-        out.append(math.exp(sum((logp[i][m] - old_logp[i][m]).tolist()) / int(m.sum())))  # geometric mean by hand
-    return torch.tensor(out, dtype=torch.float64)
-
-
-def _cases_gspo_loss():
-    logp, old, mask = _seq_cases_tensors()
-    lr = torch.log(torch.tensor([[1.10, 0.95, 1.30, 0.90]]))
-    return [
-        ("ALGORITHMS.md: s = 1.0515, A = +1, clip (3e-4, 4e-4): clipped to -1.0004", (lr, torch.zeros(1, 4), torch.tensor([1.0]), torch.ones(1, 4), 3e-4, 4e-4), {}),
-        ("ALGORITHMS.md: s = 1.0515, A = -1: not clipped, +1.0515", (lr, torch.zeros(1, 4), torch.tensor([-1.0]), torch.ones(1, 4), 3e-4, 4e-4), {}),
-        ("three sequences with padding and mixed advantages", (logp, old, torch.tensor([1.0, -0.5, 2.0]), mask, 3e-4, 4e-4), {}),
-        ("a wide clip range (0.2) clips nothing here", (logp, old, torch.tensor([1.0, -0.5, 2.0]), mask, 0.2, 0.2), {}),
-    ]
-
-
-def _ref_gspo_loss(logp, old_logp, advantages, mask, eps_low, eps_high):
-    loss, _ = policy_loss(logp, old_logp, advantages, mask, clip_low=eps_low, clip_high=eps_high,
-                          ratio_level="sequence", aggregation="seq_mean_token_mean")
-    return loss
-
-
-def _cases_gfpo_keep():
-    R = torch.tensor([1.0, -1, -1, 1, -1, 1, -1, -1])
-    L = torch.tensor([100, 400, 150, 200, 600, 120, 90, 300])
-    return [
-        ("ALGORITHMS.md: G = 8, k = 4 keeps {0, 2, 5, 6}", (R, L, 8, 4), {}),
-        ("two groups of 4, keep 2 each (per group, not over the batch)", (torch.tensor([1.0, 0, 1, 0, 0, 0, 1, 1]), torch.tensor([5, 9, 7, 3, 20, 21, 22, 23]), 4, 2), {}),
-        ("ties go to the lower index", (torch.tensor([1.0, 0, 1, 0]), torch.tensor([4, 4, 4, 2]), 4, 2), {}),
-        ("k = G keeps everything", (torch.tensor([1.0, 0, 1]), torch.tensor([3, 2, 1]), 3, 3), {}),
-    ]
-
-
-def _cases_gfpo_advantages():
-    R = torch.tensor([1.0, -1, -1, 1, -1, 1, -1, -1])
-    return [
-        ("ALGORITHMS.md: kept {0, 2, 5, 6} gives [1, 0, -1, 0, 0, 1, -1, 0]", (R, torch.tensor([1, 0, 1, 0, 0, 1, 1, 0]).bool(), 8), {}),
-        ("ALGORITHMS.md: kept {0, 3, 4, 5} gives [0.577, 0, 0, 0.577, -1.732, 0.577, 0, 0]", (R, torch.tensor([1, 0, 0, 1, 1, 1, 0, 0]).bool(), 8), {}),
-        ("binary rewards, an all-correct kept set: every advantage 0, not NaN", (torch.tensor([1.0, 1, 0, 1, 0, 1, 0, 0]), torch.tensor([1, 1, 0, 1, 0, 1, 0, 0]).bool(), 8), {}),
-        ("two groups of 4, statistics over each group's kept ones only", (torch.tensor([1.0, 0, 0, 1, 0.5, 0.2, 0.9, 0.0]), torch.tensor([1, 1, 1, 0, 0, 1, 1, 1]).bool(), 4), {}),
-    ]
-
-
-
-# --- notebook 10: TRL's loss_type normalisers and scale_rewards --------------------------------------
-
-
-def _sol_trl_loss(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: str, max_completion_length: int) -> torch.Tensor:
-    if loss_type == "grpo":
-        return ((per_token_loss * mask).sum(dim=1) / mask.sum(dim=1)).mean()
-    if loss_type in ("bnpo", "dapo"):
-        return (per_token_loss * mask).sum() / mask.sum()
-    return (per_token_loss * mask).sum() / (per_token_loss.shape[0] * max_completion_length)  # dr_grpo
-
-
-def _cases_trl_loss():
-    losses = torch.tensor([[0.5, -1.0, 2.0, 99.0, 99.0], [1.5, 99.0, 99.0, 99.0, 99.0], [-0.5, 0.25, 1.0, 3.0, -2.0]])
-    mask = torch.tensor([[1.0, 1, 1, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1]])
-    return [
-        ("grpo: the mean over sequences of each sequence's token mean", (losses, mask, "grpo", 8), {}),
-        ("bnpo: one mean over every valid token of the batch", (losses, mask, "bnpo", 8), {}),
-        ("dapo: on one process, the same normaliser as bnpo", (losses, mask, "dapo", 8), {}),
-        ("dr_grpo: a constant, B * max_completion_length (8 here, more than the 5 columns)", (losses, mask, "dr_grpo", 8), {}),
-        ("dr_grpo with max_completion_length 20", (losses, mask, "dr_grpo", 20), {}),
-    ]
-
-
-_LAB_AGGREGATION = {"grpo": "seq_mean_token_mean", "bnpo": "token_mean", "dapo": "token_mean", "dr_grpo": "seq_mean_token_sum_norm"}
-
-
-def _ref_trl_loss(per_token_loss, mask, loss_type, max_completion_length):
-    # On-policy (ratio 1) with per-token advantages -loss, the lab's policy_loss *is* the aggregation of
-    # those per-token losses; tests/test_trl_parity.py shows it equals TRL's _compute_loss for each loss_type.
-    zeros = torch.zeros_like(per_token_loss)
-    loss, _ = policy_loss(zeros, zeros, -per_token_loss, mask, aggregation=_LAB_AGGREGATION[loss_type],
-                          max_len=max_completion_length if loss_type == "dr_grpo" else None)
-    return loss
-
-
-def _sol_trl_advantages(rewards: torch.Tensor, num_generations: int, scale_rewards: str) -> torch.Tensor:
-    g = rewards.view(-1, num_generations)
-    centred = (g - g.mean(dim=1, keepdim=True)).reshape(-1)
-    if scale_rewards == "group":
-        return centred / (g.std(dim=1, keepdim=True).expand_as(g).reshape(-1) + 1e-4)
-    if scale_rewards == "batch":
-        return centred / (rewards.std() + 1e-4)
-    return centred  # "none" (Dr. GRPO)
-
-
-def _cases_trl_advantages():
-    r = torch.tensor([1.0, 0, 0, 0, 1, 1, 1, 0, 0.5, 0.9, 0.1, 0.3])
-    return [
-        ("scale_rewards='group' (GRPO)", (r, 4, "group"), {}),
-        ("scale_rewards='batch': centre per group, divide by the std of the whole batch", (r, 4, "batch"), {}),
-        ("scale_rewards='none' (Dr. GRPO)", (r, 4, "none"), {}),
-        ("an all-correct group gets zeros under 'group'", (torch.tensor([1.0, 1, 1, 1, 1, 0, 0, 1]), 4, "group"), {}),
-        ("groups of 2 under 'batch'", (torch.tensor([1.0, 0, 0.5, 0.5, 0.2, 0.8]), 2, "batch"), {}),
-    ]
-
-
-# --- notebook 04: where each token's gradient goes; Dr. GRPO's loss --------------------------------
+# --- notebook 04: where each token's gradient goes; Dr. GRPO's loss ----------------------------------
 
 
 def _sol_token_weights(lengths: list[int], advantages: list[float], aggregation: str, max_len: int) -> torch.Tensor:
@@ -341,39 +292,58 @@ def _sol_token_weights(lengths: list[int], advantages: list[float], aggregation:
     A = torch.tensor(advantages, dtype=torch.float64)
     B = len(lengths)
     mask = (torch.arange(max_len).unsqueeze(0) < L.unsqueeze(1)).double()
-    if aggregation == "seq_mean_token_mean":   # GRPO: 1/|o_i| inside, 1/B outside
+    if aggregation == "seq_mean_token_mean":  # GRPO: 1/|o_i| inside, 1/B outside
         per_row = 1.0 / (B * L)
-    elif aggregation == "token_mean":          # DAPO: one normaliser, every valid token of the batch
+    elif aggregation == "token_mean":  # DAPO: one normaliser, every valid token of the batch
         per_row = torch.full((B,), 1.0 / float(L.sum()), dtype=torch.float64)
-    else:                                      # Dr. GRPO: a constant, B * L_max
+    else:  # Dr. GRPO: a constant, B * L_max
         per_row = torch.full((B,), 1.0 / (B * max_len), dtype=torch.float64)
     return (A * per_row).unsqueeze(1) * mask
 
 
 def _cases_token_weights():
     return [
-        ("GRPO (seq_mean_token_mean): two right answers of 2 and 4 tokens", ([2, 4], [1.0, 1.0], "seq_mean_token_mean", 6), {}),
-        ("token_mean: A = [+1, -1], lengths [2, 4] (the ALGORITHMS.md setup)", ([2, 4], [1.0, -1.0], "token_mean", 4), {}),
-        ("Dr. GRPO (seq_mean_token_sum_norm): L_max = 8, more than the longest", ([2, 4], [1.0, -1.0], "seq_mean_token_sum_norm", 8), {}),
+        (
+            "GRPO (seq_mean_token_mean): two right answers of 2 and 4 tokens",
+            ([2, 4], [1.0, 1.0], "seq_mean_token_mean", 6),
+            {},
+        ),
+        (
+            "token_mean: A = [+1, -1], lengths [2, 4] (the ALGORITHMS.md setup)",
+            ([2, 4], [1.0, -1.0], "token_mean", 4),
+            {},
+        ),
+        (
+            "Dr. GRPO (seq_mean_token_sum_norm): L_max = 8, more than the longest",
+            ([2, 4], [1.0, -1.0], "seq_mean_token_sum_norm", 8),
+            {},
+        ),
         ("GRPO: three sequences, mixed advantages", ([1, 3, 5], [0.5, -1.0, 1.5], "seq_mean_token_mean", 5), {}),
         ("token_mean: three sequences, mixed advantages", ([1, 3, 5], [0.5, -1.0, 1.5], "token_mean", 5), {}),
     ]
 
 
 def _ref_token_weights(lengths, advantages, aggregation, max_len):
-    # By autograd: the gradient of the package's policy_loss w.r.t. each token's log-prob, on-policy,
-    # negated so that a positive weight means "this token's log-prob is pushed up".
-    mask = (torch.arange(max_len).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).double()
-    logp = torch.zeros(len(lengths), max_len, dtype=torch.float64, requires_grad=True)
-    loss, _ = policy_loss(logp, logp.detach(), torch.tensor(advantages, dtype=torch.float64), mask,
-                          aggregation=aggregation, max_len=max_len)
-    (grad,) = torch.autograd.grad(loss, logp)
-    return -grad
+    # By autograd through the package's policy_loss, on-policy; positive: the token's log-prob is pushed up.
+    return token_gradient_weights(lengths, advantages, aggregation, max_len)
+
+
+_declare(
+    "token_weights",
+    cases=_cases_token_weights,
+    reference=_ref_token_weights,
+    solution=_sol_token_weights,
+    hint=(
+        "Weight = A_i times the aggregation's normaliser, on valid tokens only (0 on padding): "
+        "seq_mean_token_mean 1/(B*|o_i|), token_mean 1/(sum of all lengths), seq_mean_token_sum_norm "
+        "1/(B*max_len)."
+    ),
+)
 
 
 def _sol_dr_grpo_loss(logp, old_logp, rewards, mask, group_size: int, max_len: int, eps: float = 0.2) -> torch.Tensor:
     g = rewards.view(-1, group_size)
-    A = (g - g.mean(dim=1, keepdim=True)).reshape(-1, 1)       # no division by the std
+    A = (g - g.mean(dim=1, keepdim=True)).reshape(-1, 1)  # no division by the std
     ratio = torch.exp(logp - old_logp)
     per_token = -torch.minimum(ratio * A, ratio.clamp(1 - eps, 1 + eps) * A)
     return (per_token * mask).sum() / (logp.shape[0] * max_len)  # a constant normaliser
@@ -389,48 +359,88 @@ def _cases_dr_grpo_loss():
         ("on-policy (old = new), one group of 8", (logp, logp.clone(), r, mask, 8, 8), {}),
         ("two groups of 4, the second 3 of 4 right; L_max 8", (logp, logp.clone(), r, mask, 4, 8), {}),
         ("off-policy: some ratios leave [0.8, 1.2] and are clipped", (logp + drift, logp, r, mask, 4, 10), {}),
-        ("an all-right group adds nothing", (logp + drift, logp, torch.tensor([1.0, 1, 1, 1, 1, 0, 0, 0]), mask, 4, 6), {}),
+        (
+            "an all-right group adds nothing",
+            (logp + drift, logp, torch.tensor([1.0, 1, 1, 1, 1, 0, 0, 0]), mask, 4, 6),
+            {},
+        ),
     ]
 
 
 def _ref_dr_grpo_loss(logp, old_logp, rewards, mask, group_size, max_len, eps=0.2):
     adv = group_advantages(rewards.to(logp.dtype), group_size, scale="none")
-    loss, _ = policy_loss(logp, old_logp, adv, mask, clip_low=eps, aggregation="seq_mean_token_sum_norm", max_len=max_len)
+    loss, _ = policy_loss(
+        logp, old_logp, adv, mask, clip_low=eps, aggregation="seq_mean_token_sum_norm", max_len=max_len
+    )
     return loss
 
 
-# --- notebook 05: DAPO's clip-higher and soft overlong penalty --------------------------------------
+_declare(
+    "dr_grpo_loss",
+    cases=_cases_dr_grpo_loss,
+    reference=_ref_dr_grpo_loss,
+    solution=_sol_dr_grpo_loss,
+    hint=(
+        "A = R - group mean (no std); per token -min(r*A, clip(r, 1-eps, 1+eps)*A); sum the valid tokens "
+        "and divide by B * max_len, not by the lengths or the token count."
+    ),
+)
 
 
-def _sol_clip_higher_token_loss(ratio, advantage, eps_low: float, eps_high: float) -> torch.Tensor:
-    return -torch.minimum(ratio * advantage, ratio.clamp(1 - eps_low, 1 + eps_high) * advantage)
+# --- notebook 05: DAPO's clip-higher and soft overlong penalty ---------------------------------------
+
+
+def _sol_clip_higher_token_loss(ratio, advantage, clip_low: float, clip_high: float) -> torch.Tensor:
+    return -torch.minimum(ratio * advantage, ratio.clamp(1 - clip_low, 1 + clip_high) * advantage)
 
 
 def _cases_clip_higher():
     r = torch.tensor([0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.35, 2.0])
     return [
-        ("ALGORITHMS.md: r = 1.25 and 1.35 with A = +1, r = 0.75 with A = -1 (0.2 / 0.28)",
-         (torch.tensor([1.25, 1.35, 0.75]), torch.tensor([1.0, 1.0, -1.0]), 0.2, 0.28), {}),
+        (
+            "ALGORITHMS.md: r = 1.25 and 1.35 with A = +1, r = 0.75 with A = -1 (0.2 / 0.28)",
+            (torch.tensor([1.25, 1.35, 0.75]), torch.tensor([1.0, 1.0, -1.0]), 0.2, 0.28),
+            {},
+        ),
         ("A = +1 across the range, 0.2 / 0.28", (r, torch.ones(8), 0.2, 0.28), {}),
         ("A = -1 across the range, 0.2 / 0.28", (r, -torch.ones(8), 0.2, 0.28), {}),
         ("mixed advantages, 0.1 / 0.4", (r, torch.tensor([1.0, -2.0, 0.5, 1.0, -1.0, 2.0, -0.5, 1.0]), 0.1, 0.4), {}),
     ]
 
 
-def _ref_clip_higher(ratio, advantage, eps_low, eps_high):
+def _ref_clip_higher(ratio, advantage, clip_low, clip_high):
     # One token at a time through the package's policy_loss: that token's clip-higher loss.
     out = []
     for r, a in zip(ratio.tolist(), advantage.tolist()):
-        loss, _ = policy_loss(torch.tensor([[math.log(r)]]), torch.zeros(1, 1), torch.tensor([a]), torch.ones(1, 1),
-                              clip_low=eps_low, clip_high=eps_high, aggregation="token_mean")
+        loss, _ = policy_loss(
+            torch.tensor([[math.log(r)]]),
+            torch.zeros(1, 1),
+            torch.tensor([a]),
+            torch.ones(1, 1),
+            clip_low=clip_low,
+            clip_high=clip_high,
+            aggregation="token_mean",
+        )
         out.append(float(loss))
     return torch.tensor(out)
 
 
+_declare(
+    "clip_higher_token_loss",
+    cases=_cases_clip_higher,
+    reference=_ref_clip_higher,
+    solution=_sol_clip_higher_token_loss,
+    hint=(
+        "loss = -min(r*A, clip(r, 1 - clip_low, 1 + clip_high)*A): clip_low below 1, clip_high above, then "
+        "the min and the minus sign."
+    ),
+)
+
+
 def _sol_soft_overlong_penalty(lengths, max_len: int, cache_len: int) -> torch.Tensor:
     n = lengths.double()
-    start = max_len - cache_len                       # the expected maximum: free up to here
-    ramp = (start - n) / cache_len                    # 0 at start, -1 at max_len
+    start = max_len - cache_len  # the expected maximum: free up to here
+    ramp = (start - n) / cache_len  # 0 at start, -1 at max_len
     return torch.where(n <= start, torch.zeros_like(n), torch.where(n <= max_len, ramp, -torch.ones_like(n)))
 
 
@@ -438,12 +448,212 @@ def _cases_soft_overlong():
     return [
         ("L_max 20, L_cache 4: free, ramp, -1 beyond", (torch.tensor([10, 16, 17, 18, 20, 21, 30]), 20, 4), {}),
         ("the lab's setting: L_max 32, L_cache 8", (torch.tensor([0, 14, 24, 25, 28, 31, 32, 33]), 32, 8), {}),
-        ("DAPO's paper: L_max 20480, L_cache 4096", (torch.tensor([8000, 16384, 18432, 20480, 20481]), 20480, 4096), {}),
+        (
+            "DAPO's paper: L_max 20480, L_cache 4096",
+            (torch.tensor([8000, 16384, 18432, 20480, 20481]), 20480, 4096),
+            {},
+        ),
         ("L_cache = L_max: the ramp starts at 0 tokens", (torch.tensor([0, 2, 5, 8, 9]), 8, 8), {}),
     ]
 
 
-# --- notebook 08: pass@k and the spread across seeds ----------------------------------------------
+_declare(
+    "soft_overlong_penalty",
+    cases=_cases_soft_overlong,
+    reference=lambda n, L, c: soft_overlong_penalty(n, L, c),
+    solution=_sol_soft_overlong_penalty,
+    hint=(
+        "0 up to max_len - cache_len; then ((max_len - cache_len) - n) / cache_len, reaching -1 at "
+        "max_len; -1 beyond max_len."
+    ),
+)
+
+
+# --- notebook 06: GSPO -------------------------------------------------------------------------------
+
+
+def _seq_cases_tensors():
+    logp = torch.tensor([[-1.0, -0.5, -2.0, 0.0], [-0.3, -1.2, 0.0, 0.0], [-0.7, -0.7, -0.7, -0.7]])
+    old = torch.tensor([[-1.1, -0.4, -2.3, -9.0], [-0.3, -1.0, -5.0, -5.0], [-0.7, -0.6, -0.8, -0.7]])
+    mask = torch.tensor([[1.0, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]])
+    return logp, old, mask
+
+
+def _sol_sequence_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    mean_log_ratio = ((logp - old_logp) * mask).sum(dim=1) / mask.sum(dim=1)
+    return torch.exp(mean_log_ratio)
+
+
+def _cases_sequence_ratio():
+    logp, old, mask = _seq_cases_tensors()
+    lr = torch.log(torch.tensor([[1.10, 0.95, 1.30, 0.90]]))
+    return [
+        (
+            "ALGORITHMS.md: token ratios [1.10, 0.95, 1.30, 0.90] give s = 1.051539",
+            (lr, torch.zeros(1, 4), torch.ones(1, 4)),
+            {},
+        ),
+        ("on-policy (logp == old_logp) gives s = 1", (logp, logp.clone(), mask), {}),
+        ("padding (the 0s of the mask) must not count, and lengths differ", (logp, old, mask), {}),
+    ]
+
+
+def _ref_sequence_ratio(logp, old_logp, mask):
+    return sequence_log_ratio(logp - old_logp, mask).exp()
+
+
+_declare(
+    "sequence_ratio",
+    cases=_cases_sequence_ratio,
+    reference=_ref_sequence_ratio,
+    solution=_sol_sequence_ratio,
+    hint=(
+        "s_i = exp(mean over the valid tokens of (logp - old_logp)): the geometric mean of the token "
+        "ratios. Sum with the mask, divide by mask.sum(1)."
+    ),
+)
+
+
+def _sol_gspo_loss(logp, old_logp, advantages, mask, clip_low, clip_high):
+    s = torch.exp(((logp - old_logp) * mask).sum(dim=1) / mask.sum(dim=1))
+    return -torch.minimum(s * advantages, s.clamp(1 - clip_low, 1 + clip_high) * advantages).mean()
+
+
+def _cases_gspo_loss():
+    logp, old, mask = _seq_cases_tensors()
+    lr = torch.log(torch.tensor([[1.10, 0.95, 1.30, 0.90]]))
+    return [
+        (
+            "ALGORITHMS.md: s = 1.0515, A = +1, clip (3e-4, 4e-4): clipped to -1.0004",
+            (lr, torch.zeros(1, 4), torch.tensor([1.0]), torch.ones(1, 4), 3e-4, 4e-4),
+            {},
+        ),
+        (
+            "ALGORITHMS.md: s = 1.0515, A = -1: not clipped, +1.0515",
+            (lr, torch.zeros(1, 4), torch.tensor([-1.0]), torch.ones(1, 4), 3e-4, 4e-4),
+            {},
+        ),
+        (
+            "three sequences with padding and mixed advantages",
+            (logp, old, torch.tensor([1.0, -0.5, 2.0]), mask, 3e-4, 4e-4),
+            {},
+        ),
+        ("a wide clip range (0.2) clips nothing here", (logp, old, torch.tensor([1.0, -0.5, 2.0]), mask, 0.2, 0.2), {}),
+    ]
+
+
+def _ref_gspo_loss(logp, old_logp, advantages, mask, clip_low, clip_high):
+    loss, _ = policy_loss(
+        logp,
+        old_logp,
+        advantages,
+        mask,
+        clip_low=clip_low,
+        clip_high=clip_high,
+        ratio_level="sequence",
+        aggregation="seq_mean_token_mean",
+    )
+    return loss
+
+
+_declare(
+    "gspo_loss",
+    cases=_cases_gspo_loss,
+    reference=_ref_gspo_loss,
+    solution=_sol_gspo_loss,
+    hint=(
+        "One ratio per sequence (the sequence_ratio), clipped to [1 - clip_low, 1 + clip_high]; loss = "
+        "-mean over sequences of min(s*A, clip(s)*A)."
+    ),
+)
+
+
+# --- notebook 07: GFPO -------------------------------------------------------------------------------
+
+
+def _sol_gfpo_keep(rewards: torch.Tensor, lengths: torch.Tensor, group_size: int, k: int) -> torch.Tensor:
+    keep = torch.zeros(len(rewards), dtype=torch.bool)
+    for start in range(0, len(rewards), group_size):
+        order = torch.sort(lengths[start : start + group_size], stable=True).indices  # shortest first, ties by index
+        keep[start + order[:k]] = True
+    return keep
+
+
+def _cases_gfpo_keep():
+    R = torch.tensor([1.0, -1, -1, 1, -1, 1, -1, -1])
+    L = torch.tensor([100, 400, 150, 200, 600, 120, 90, 300])
+    return [
+        ("ALGORITHMS.md: G = 8, k = 4 keeps {0, 2, 5, 6}", (R, L, 8, 4), {}),
+        (
+            "two groups of 4, keep 2 each (per group, not over the batch)",
+            (torch.tensor([1.0, 0, 1, 0, 0, 0, 1, 1]), torch.tensor([5, 9, 7, 3, 20, 21, 22, 23]), 4, 2),
+            {},
+        ),
+        ("ties go to the lower index", (torch.tensor([1.0, 0, 1, 0]), torch.tensor([4, 4, 4, 2]), 4, 2), {}),
+        ("k = G keeps everything", (torch.tensor([1.0, 0, 1]), torch.tensor([3, 2, 1]), 3, 3), {}),
+    ]
+
+
+_declare(
+    "gfpo_keep",
+    cases=_cases_gfpo_keep,
+    reference=lambda r, L, g, k: gfpo_keep(r, L, g, k, metric="length"),
+    solution=_sol_gfpo_keep,
+    hint=(
+        "Per group of group_size consecutive rows, keep the k shortest; a stable sort breaks ties by the lower index."
+    ),
+)
+
+
+def _sol_gfpo_advantages(rewards: torch.Tensor, keep: torch.Tensor, group_size: int) -> torch.Tensor:
+    adv = torch.zeros_like(rewards)
+    for start in range(0, len(rewards), group_size):
+        r, m = rewards[start : start + group_size], keep[start : start + group_size].bool()
+        kept = r[m]
+        if kept.max() > kept.min():  # an all-equal kept set carries no signal: leave it at 0
+            adv[start : start + group_size][m] = (kept - kept.mean()) / kept.std(unbiased=False)
+    return adv
+
+
+def _cases_gfpo_advantages():
+    R = torch.tensor([1.0, -1, -1, 1, -1, 1, -1, -1])
+    return [
+        (
+            "ALGORITHMS.md: kept {0, 2, 5, 6} gives [1, 0, -1, 0, 0, 1, -1, 0]",
+            (R, torch.tensor([1, 0, 1, 0, 0, 1, 1, 0]).bool(), 8),
+            {},
+        ),
+        (
+            "ALGORITHMS.md: kept {0, 3, 4, 5} gives [0.577, 0, 0, 0.577, -1.732, 0.577, 0, 0]",
+            (R, torch.tensor([1, 0, 0, 1, 1, 1, 0, 0]).bool(), 8),
+            {},
+        ),
+        (
+            "binary rewards, an all-correct kept set: every advantage 0, not NaN",
+            (torch.tensor([1.0, 1, 0, 1, 0, 1, 0, 0]), torch.tensor([1, 1, 0, 1, 0, 1, 0, 0]).bool(), 8),
+            {},
+        ),
+        (
+            "two groups of 4, statistics over each group's kept ones only",
+            (torch.tensor([1.0, 0, 0, 1, 0.5, 0.2, 0.9, 0.0]), torch.tensor([1, 1, 1, 0, 0, 1, 1, 1]).bool(), 4),
+            {},
+        ),
+    ]
+
+
+_declare(
+    "gfpo_advantages",
+    cases=_cases_gfpo_advantages,
+    reference=lambda r, keep, g: gfpo_advantages(r, keep, g),
+    solution=_sol_gfpo_advantages,
+    hint=(
+        "Mean and population std over each group's *kept* rewards only; dropped rows get 0, and an "
+        "all-equal kept set gives 0 (not NaN)."
+    ),
+)
+
+
+# --- notebook 08: pass@k and the spread across seeds -------------------------------------------------
 
 
 def _sol_pass_at_k(n: int, c: int, k: int) -> float:
@@ -468,6 +678,18 @@ def _ref_pass_at_k(n, c, k):
     return pass_at_k(n, c, k)
 
 
+_declare(
+    "pass_at_k",
+    cases=_cases_pass_at_k,
+    reference=_ref_pass_at_k,
+    solution=_sol_pass_at_k,
+    hint=(
+        "Unbiased (Chen et al. 2021): 1 - C(n-c, k) / C(n, k), the chance that k drawn without "
+        "replacement are all wrong, subtracted from 1; it is 1 when n - c < k."
+    ),
+)
+
+
 def _sol_standard_error(values: list[float]) -> float:
     n = len(values)
     mean = sum(values) / n
@@ -489,7 +711,16 @@ def _ref_standard_error(values):
     return mean_and_spread(values)["se"]
 
 
-# --- notebook 09: a reward function that survives malformed text; zero-std groups ---------------
+_declare(
+    "standard_error",
+    cases=_cases_standard_error,
+    reference=_ref_standard_error,
+    solution=_sol_standard_error,
+    hint="The sample standard deviation (divide by n - 1) divided by sqrt(n).",
+)
+
+
+# --- notebook 09: a reward function that survives malformed text; zero-std groups --------------------
 
 
 def _sol_sum3_reward_fixed(completion: str, answer: int, finished: bool) -> float:
@@ -524,6 +755,18 @@ def _ref_sum3_reward_fixed(completion, answer, finished):
     return sum3_reward(completion, answer, finished)
 
 
+_declare(
+    "sum3_reward_fixed",
+    cases=_cases_sum3_reward_fixed,
+    reference=_ref_sum3_reward_fixed,
+    solution=_sol_sum3_reward_fixed,
+    hint=(
+        "0 if not finished; 0 if the stripped text is empty or does not end with a digit; else compare "
+        "the last number, as an int, with the answer."
+    ),
+)
+
+
 def _sol_zero_std_share(rewards: torch.Tensor, group_size: int) -> float:
     g = rewards.view(-1, group_size)
     all_equal = (g == g[:, :1]).all(dim=1)
@@ -532,7 +775,11 @@ def _sol_zero_std_share(rewards: torch.Tensor, group_size: int) -> float:
 
 def _cases_zero_std_share():
     return [
-        ("one all-right, one all-wrong, one mixed group", (torch.tensor([1.0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0]), 4), {}),
+        (
+            "one all-right, one all-wrong, one mixed group",
+            (torch.tensor([1.0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0]), 4),
+            {},
+        ),
         ("every group mixed", (torch.tensor([1.0, 0, 0, 1, 0, 1]), 2), {}),
         ("rewards that are not 0/1", (torch.tensor([0.5, 0.5, 0.2, 0.7]), 2), {}),
         ("one group of 8, all wrong", (torch.zeros(8), 8), {}),
@@ -545,50 +792,114 @@ def _ref_zero_std_share(rewards, group_size):
     return 1.0 - dynamic_sampling_keep(rewards, group_size).float().mean().item()
 
 
-EXERCISES = {
-    "pass_at_k": (_cases_pass_at_k, _ref_pass_at_k, _sol_pass_at_k,
-                  "Unbiased (Chen et al. 2021): 1 - C(n-c, k) / C(n, k), the chance that k drawn without replacement are all wrong, subtracted from 1; it is 1 when n - c < k."),
-    "standard_error": (_cases_standard_error, _ref_standard_error, _sol_standard_error,
-                       "The sample standard deviation (divide by n - 1) divided by sqrt(n)."),
-    "sum3_reward_fixed": (_cases_sum3_reward_fixed, _ref_sum3_reward_fixed, _sol_sum3_reward_fixed,
-                          "0 if not finished; 0 if the stripped text is empty or does not end with a digit; else compare the last number, as an int, with the answer."),
-    "zero_std_share": (_cases_zero_std_share, _ref_zero_std_share, _sol_zero_std_share,
-                       "Groups are consecutive rows (rewards.view(-1, group_size)); a group counts when all its rewards are equal, all right OR all wrong; return the share of groups, not of samples."),
-    "token_weights": (_cases_token_weights, _ref_token_weights, _sol_token_weights,
-                      "Weight = A_i times the aggregation's normaliser, on valid tokens only (0 on padding): seq_mean_token_mean 1/(B*|o_i|), token_mean 1/(sum of all lengths), seq_mean_token_sum_norm 1/(B*max_len)."),
-    "dr_grpo_loss": (_cases_dr_grpo_loss, _ref_dr_grpo_loss, _sol_dr_grpo_loss,
-                     "A = R - group mean (no std); per token -min(r*A, clip(r, 1-eps, 1+eps)*A); sum the valid tokens and divide by B * max_len, not by the lengths or the token count."),
-    "clip_higher_token_loss": (_cases_clip_higher, _ref_clip_higher, _sol_clip_higher_token_loss,
-                               "loss = -min(r*A, clip(r, 1 - eps_low, 1 + eps_high)*A): eps_low below 1, eps_high above, then the min and the minus sign."),
-    "soft_overlong_penalty": (_cases_soft_overlong, lambda n, L, c: soft_overlong_penalty(n, L, c), _sol_soft_overlong_penalty,
-                              "0 up to max_len - cache_len; then ((max_len - cache_len) - n) / cache_len, reaching -1 at max_len; -1 beyond max_len."),
-    "trl_loss": (_cases_trl_loss, _ref_trl_loss, _sol_trl_loss,
-                 "Mask first. grpo: per-sequence token sums / lengths, then the mean; bnpo and dapo: the masked sum over mask.sum(); dr_grpo: the masked sum over B * max_completion_length (not over the tokens)."),
-    "trl_advantages": (_cases_trl_advantages, lambda r, g, s: group_advantages(r, g, scale=s), _sol_trl_advantages,
-                       "Always centre on the *group* mean; then divide by std + 1e-4: the group's std for 'group', the std of all rewards for 'batch', nothing for 'none'. torch.std is the unbiased one, as in TRL."),
-    "sequence_ratio": (_cases_sequence_ratio, _ref_sequence_ratio, _sol_sequence_ratio,
-                       "s_i = exp(mean over the valid tokens of (logp - old_logp)): the geometric mean of the token ratios. Sum with the mask, divide by mask.sum(1)."),
-    "gspo_loss": (_cases_gspo_loss, _ref_gspo_loss, _sol_gspo_loss,
-                  "One ratio per sequence (the sequence_ratio), clipped to [1 - eps_low, 1 + eps_high]; loss = -mean over sequences of min(s*A, clip(s)*A)."),
-    "gfpo_keep": (_cases_gfpo_keep, lambda r, L, g, k: gfpo_keep(r, L, g, k, metric="length"), _sol_gfpo_keep,
-                  "Per group of group_size consecutive rows, keep the k shortest; a stable sort breaks ties by the lower index."),
-    "gfpo_advantages": (_cases_gfpo_advantages, lambda r, keep, g: gfpo_advantages(r, keep, g), _sol_gfpo_advantages,
-                        "Mean and population std over each group's *kept* rewards only; dropped rows get 0, and an all-equal kept set gives 0 (not NaN)."),
-    "group_advantages": (_cases_group_advantages, _ref_group_advantages, _sol_group_advantages,
-                         "Centre each group on its mean; divide by its std (+1e-4) only when use_std. Groups are consecutive rows: rewards.view(-1, group_size)."),
-    "masked_mean": (_cases_masked_mean, lambda x, m: masked_mean(x, m), _sol_masked_mean,
-                    "Multiply by the mask before summing, and divide by the number of valid tokens, not by x.numel()."),
-    "reinforce_loss": (_cases_reinforce, _ref_reinforce, _sol_reinforce_loss,
-                       "The loss is minus the mean of (R - b) * log pi(y|x): minimising it raises log pi where R > b."),
-    "rloo_advantages": (_cases_rloo, lambda r, g: rloo_advantages(r, g), _sol_rloo_advantages,
-                        "The baseline for sample i is the mean of the *other* G-1 rewards of its group."),
-    "clipped_token_loss": (_cases_clipped, _ref_clipped, _sol_clipped_token_loss,
-                           "loss = -min(r*A, clip(r, 1-eps, 1+eps)*A): the min, then the minus sign."),
-    "gae": (_cases_gae, _ref_gae, _sol_gae,
-            "Go backwards: delta_t = r_t + gamma*V_{t+1} - V_t with V after the last token = 0; A_t = delta_t + gamma*lam*A_{t+1}."),
-    "k3": (_cases_k3, lambda lp, ref: kl_estimate(lp, ref, "k3"), _sol_k3,
-           "With log r = ref_logp - logp: k3 = (r - 1) - log r, which is >= 0 for every token."),
+_declare(
+    "zero_std_share",
+    cases=_cases_zero_std_share,
+    reference=_ref_zero_std_share,
+    solution=_sol_zero_std_share,
+    hint=(
+        "Groups are consecutive rows (rewards.view(-1, group_size)); a group counts when all its rewards "
+        "are equal, all right OR all wrong; return the share of groups, not of samples."
+    ),
+)
+
+
+# --- notebook 10: TRL's loss_type normalisers and scale_rewards --------------------------------------
+
+
+def _sol_trl_loss(
+    per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: str, max_completion_length: int
+) -> torch.Tensor:
+    if loss_type == "grpo":
+        return ((per_token_loss * mask).sum(dim=1) / mask.sum(dim=1)).mean()
+    if loss_type in ("bnpo", "dapo"):
+        return (per_token_loss * mask).sum() / mask.sum()
+    return (per_token_loss * mask).sum() / (per_token_loss.shape[0] * max_completion_length)  # dr_grpo
+
+
+def _cases_trl_loss():
+    losses = torch.tensor([[0.5, -1.0, 2.0, 99.0, 99.0], [1.5, 99.0, 99.0, 99.0, 99.0], [-0.5, 0.25, 1.0, 3.0, -2.0]])
+    mask = torch.tensor([[1.0, 1, 1, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1]])
+    return [
+        ("grpo: the mean over sequences of each sequence's token mean", (losses, mask, "grpo", 8), {}),
+        ("bnpo: one mean over every valid token of the batch", (losses, mask, "bnpo", 8), {}),
+        ("dapo: on one process, the same normaliser as bnpo", (losses, mask, "dapo", 8), {}),
+        (
+            "dr_grpo: a constant, B * max_completion_length (8 here, more than the 5 columns)",
+            (losses, mask, "dr_grpo", 8),
+            {},
+        ),
+        ("dr_grpo with max_completion_length 20", (losses, mask, "dr_grpo", 20), {}),
+    ]
+
+
+_LAB_AGGREGATION = {
+    "grpo": "seq_mean_token_mean",
+    "bnpo": "token_mean",
+    "dapo": "token_mean",
+    "dr_grpo": "seq_mean_token_sum_norm",
 }
+
+
+def _ref_trl_loss(per_token_loss, mask, loss_type, max_completion_length):
+    # On-policy (ratio 1) with per-token advantages -loss, the lab's policy_loss *is* the aggregation of
+    # those per-token losses; tests/test_trl_parity.py shows it equals TRL's _compute_loss for each loss_type.
+    zeros = torch.zeros_like(per_token_loss)
+    loss, _ = policy_loss(
+        zeros,
+        zeros,
+        -per_token_loss,
+        mask,
+        aggregation=_LAB_AGGREGATION[loss_type],
+        max_len=max_completion_length if loss_type == "dr_grpo" else None,
+    )
+    return loss
+
+
+_declare(
+    "trl_loss",
+    cases=_cases_trl_loss,
+    reference=_ref_trl_loss,
+    solution=_sol_trl_loss,
+    hint=(
+        "Mask first. grpo: per-sequence token sums / lengths, then the mean; bnpo and dapo: the masked "
+        "sum over mask.sum(); dr_grpo: the masked sum over B * max_completion_length (not over the "
+        "tokens)."
+    ),
+)
+
+
+def _sol_trl_advantages(rewards: torch.Tensor, num_generations: int, scale_rewards: str) -> torch.Tensor:
+    g = rewards.view(-1, num_generations)
+    centred = (g - g.mean(dim=1, keepdim=True)).reshape(-1)
+    if scale_rewards == "group":
+        return centred / (g.std(dim=1, keepdim=True).expand_as(g).reshape(-1) + 1e-4)
+    if scale_rewards == "batch":
+        return centred / (rewards.std() + 1e-4)
+    return centred  # "none" (Dr. GRPO)
+
+
+def _cases_trl_advantages():
+    r = torch.tensor([1.0, 0, 0, 0, 1, 1, 1, 0, 0.5, 0.9, 0.1, 0.3])
+    return [
+        ("scale_rewards='group' (GRPO)", (r, 4, "group"), {}),
+        ("scale_rewards='batch': centre per group, divide by the std of the whole batch", (r, 4, "batch"), {}),
+        ("scale_rewards='none' (Dr. GRPO)", (r, 4, "none"), {}),
+        ("an all-correct group gets zeros under 'group'", (torch.tensor([1.0, 1, 1, 1, 1, 0, 0, 1]), 4, "group"), {}),
+        ("groups of 2 under 'batch'", (torch.tensor([1.0, 0, 0.5, 0.5, 0.2, 0.8]), 2, "batch"), {}),
+    ]
+
+
+_declare(
+    "trl_advantages",
+    cases=_cases_trl_advantages,
+    reference=lambda r, g, s: group_advantages(r, g, scale=s),
+    solution=_sol_trl_advantages,
+    hint=(
+        "Always centre on the *group* mean; then divide by std + 1e-4: the group's std for 'group', the "
+        "std of all rewards for 'batch', nothing for 'none'. torch.std is the unbiased one, as in TRL."
+    ),
+)
 
 
 def _as_tensor(x):
@@ -597,7 +908,7 @@ def _as_tensor(x):
     return torch.as_tensor(x, dtype=torch.float64)
 
 
-def check(name: str, fn) -> Result:
+def check(name: str, fn: Callable[..., object]) -> Result:
     """Run exercise ``name`` against ``fn``; the verdict names the first failing case and why."""
     if name not in EXERCISES:
         raise ValueError(f"name must be one of {', '.join(sorted(EXERCISES))}; got {name!r}")
@@ -610,20 +921,43 @@ def check(name: str, fn) -> Result:
         try:
             got_raw = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
         except Exception as err:  # the learner's code raised: report it as this case's failure
-            return Result(name, False, i, len(cases), f"Case '{label}' raised {type(err).__name__}: {err}. Hint: {hint}")
+            return Result(
+                name, False, i, len(cases), f"Case '{label}' raised {type(err).__name__}: {err}. Hint: {hint}"
+            )
         if got_raw is None:
-            return Result(name, False, i, len(cases), f"Case '{label}': your function returned None (a missing return?). Hint: {hint}")
+            return Result(
+                name,
+                False,
+                i,
+                len(cases),
+                f"Case '{label}': your function returned None (a missing return?). Hint: {hint}",
+            )
         try:
             got = _as_tensor(got_raw)
         except Exception:
-            return Result(name, False, i, len(cases), f"Case '{label}': could not read {type(got_raw).__name__} as numbers.")
+            return Result(
+                name, False, i, len(cases), f"Case '{label}': could not read {type(got_raw).__name__} as numbers."
+            )
         if got.shape != expected.shape:
-            return Result(name, False, i, len(cases), f"Case '{label}': expected shape {tuple(expected.shape)}, got {tuple(got.shape)}. Hint: {hint}")
+            return Result(
+                name,
+                False,
+                i,
+                len(cases),
+                f"Case '{label}': expected shape {tuple(expected.shape)}, got {tuple(got.shape)}. Hint: {hint}",
+            )
         if not torch.isfinite(got).all():
-            return Result(name, False, i, len(cases), f"Case '{label}': your result has NaN or infinity: {got.tolist()}. Hint: {hint}")
+            return Result(
+                name,
+                False,
+                i,
+                len(cases),
+                f"Case '{label}': your result has NaN or infinity: {got.tolist()}. Hint: {hint}",
+            )
         if not torch.allclose(got, expected, atol=1e-4, rtol=1e-4):
-            return Result(name, False, i, len(cases),
-                          f"Case '{label}': expected {_fmt(expected)}, got {_fmt(got)}. Hint: {hint}")
+            return Result(
+                name, False, i, len(cases), f"Case '{label}': expected {_fmt(expected)}, got {_fmt(got)}. Hint: {hint}"
+            )
     return Result(name, True, len(cases), len(cases), "Well done.")
 
 

@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .checks import check_positive_int
+
 # The learning targets of the lab (issue "The lab"): training seconds on a 2-core CPU.
 TIME_BUDGETS = {"grpo": 90, "dr_grpo": 90, "gspo": 90, "dapo": 135, "ppo": 180, "gfpo": 180}
 
@@ -61,8 +63,26 @@ def run_one(algo: str, seed: int, seconds: float | None, steps: int, eval_every:
     summary = json.loads(out.read_text())
     if pass_k:
         ev = out.with_name(out.stem + "-passk.json")
-        _run([sys.executable, "-m", "grpo_lab", "eval", "--model", str(save / "policy"), "--task", "sum3", "--n", str(n_eval),
-              "--samples", str(pass_k), "--seed", str(seed), "--json", str(ev)])
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "grpo_lab",
+                "eval",
+                "--model",
+                str(save / "policy"),
+                "--task",
+                "sum3",
+                "--n",
+                str(n_eval),
+                "--samples",
+                str(pass_k),
+                "--seed",
+                str(seed),
+                "--json",
+                str(ev),
+            ]
+        )
         summary["pass_at_k"] = json.loads(ev.read_text())["pass_at_k"]
         shutil.rmtree(save, ignore_errors=True)  # the checkpoint was only needed for this measurement
         out.write_text(json.dumps(summary, indent=1) + "\n")
@@ -75,9 +95,19 @@ def _run(cmd: list[str]) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
 
 
-def compare(algos: list[str], seeds: list[int], seconds: dict[str, float] | None = None, steps: int = 100000,
-            eval_every: int = 20, n_eval: int = 1000, out_dir: str | Path | None = None, extra: list[str] | None = None,
-            progress=print, max_samples: int | None = None, pass_k: int | None = None) -> dict:
+def compare(
+    algos: list[str],
+    seeds: list[int],
+    seconds: dict[str, float] | None = None,
+    steps: int = 100000,
+    eval_every: int = 20,
+    n_eval: int = 1000,
+    out_dir: str | Path | None = None,
+    extra: list[str] | None = None,
+    progress=print,
+    max_samples: int | None = None,
+    pass_k: int | None = None,
+) -> dict:
     """Run every algorithm with every seed; return ``{"runs": {...}, "rows": [...], "table": str}``.
 
     ``seconds`` gives each algorithm a time budget, ``max_samples`` every run the same sample budget."""
@@ -87,16 +117,31 @@ def compare(algos: list[str], seeds: list[int], seconds: dict[str, float] | None
     for algo in algos:
         for seed in seeds:
             budget = (seconds or {}).get(algo)
-            s = run_one(algo, seed, budget, steps, eval_every, n_eval, out_dir / f"{algo}-seed{seed}.json", extra,
-                        max_samples=max_samples, pass_k=pass_k)
+            s = run_one(
+                algo,
+                seed,
+                budget,
+                steps,
+                eval_every,
+                n_eval,
+                out_dir / f"{algo}-seed{seed}.json",
+                extra,
+                max_samples=max_samples,
+                pass_k=pass_k,
+            )
             results.setdefault(algo, []).append(s)
             if progress:
-                progress(f"{algo} seed {seed}: {s['before']['accuracy']:.3f} -> {final_accuracy(s):.3f} "
-                         f"in {s['train_seconds']:.0f} s ({s['steps']} steps)")
+                progress(
+                    f"{algo} seed {seed}: {s['before']['accuracy']:.3f} -> {final_accuracy(s):.3f} "
+                    f"in {s['train_seconds']:.0f} s ({s['steps']} steps)"
+                )
     metrics = tuple(m for m in RUN_METRICS if pass_k or not m.startswith("pass@"))
     rows = seed_table(results, metrics)
-    return {"runs": {a: [str(out_dir / f"{a}-seed{s}.json") for s in seeds] for a in algos}, "rows": rows,
-            "table": format_seed_table(rows, metrics)}
+    return {
+        "runs": {a: [str(out_dir / f"{a}-seed{s}.json") for s in seeds] for a in algos},
+        "rows": rows,
+        "table": format_seed_table(rows, metrics),
+    }
 
 
 # --- several seeds: the spread, and whether a difference is more than noise ---------------------
@@ -112,7 +157,14 @@ def mean_and_spread(values) -> dict:
         raise ValueError(f"values must hold at least one number, got {list(values)!r}")
     n = len(vals)
     std = statistics.stdev(vals) if n > 1 else 0.0
-    return {"n": n, "mean": statistics.fmean(vals), "std": std, "se": std / math.sqrt(n), "min": min(vals), "max": max(vals)}
+    return {
+        "n": n,
+        "mean": statistics.fmean(vals),
+        "std": std,
+        "se": std / math.sqrt(n),
+        "min": min(vals),
+        "max": max(vals),
+    }
 
 
 def difference(a_values, b_values) -> dict:
@@ -211,12 +263,29 @@ def load_runs(algos, seeds, pattern: str = "{algo}_seed{seed}") -> dict[str, lis
 
 # Algorithm fields that act only in the update. An arm may change these; fields that act while the
 # batch is collected (dynamic sampling, GFPO's filter, the reward shaping) would be silently ignored.
-UPDATE_FIELDS = ("clip_low", "clip_high", "dual_clip", "ratio_level", "aggregation", "beta", "kl_kind", "entropy_coef",
-                 "minibatches", "epochs")
+UPDATE_FIELDS = (
+    "clip_low",
+    "clip_high",
+    "dual_clip",
+    "ratio_level",
+    "aggregation",
+    "beta",
+    "kl_kind",
+    "entropy_coef",
+    "minibatches",
+    "epochs",
+)
 
 
-def paired_updates(cfg, arms: dict[str, dict], steps: int, follow: str | None = None, low_p: float = 0.2,
-                   progress: bool = True, trainer=None) -> dict:
+def paired_updates(
+    cfg,
+    arms: dict[str, dict],
+    steps: int,
+    follow: str | None = None,
+    low_p: float = 0.2,
+    progress: bool = True,
+    trainer=None,
+) -> dict:
     """Every step, one batch is sampled once and each arm's update is applied to it from the same
     weights, optimiser state and mini-batch order; the run then goes on from arm ``follow``
     (default: the first).
@@ -244,7 +313,6 @@ def paired_updates(cfg, arms: dict[str, dict], steps: int, follow: str | None = 
     import torch
     from tqdm.auto import tqdm
 
-    from .advantages import group_advantages
     from .rollout import token_logps
     from .trainer import Trainer
 
@@ -259,20 +327,28 @@ def paired_updates(cfg, arms: dict[str, dict], steps: int, follow: str | None = 
         raise ValueError(f"follow must be one of the arms {list(arms)}, got {follow!r}")
     if not 0 < low_p <= 1:
         raise ValueError(f"low_p must be in (0, 1], got {low_p}")
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    check_positive_int("steps", steps)
     trainer = trainer or Trainer(cfg)
     cfg, base = trainer.cfg, trainer.algo
     if base.advantage != "group":
-        raise ValueError(f"paired_updates needs an algorithm with group advantages (GRPO family), got {base.name!r} "
-                         f"with advantage={base.advantage!r}")
+        raise ValueError(
+            f"paired_updates needs an algorithm with group advantages (GRPO family), got {base.name!r} "
+            f"with advantage={base.advantage!r}"
+        )
     algos = {name: dataclasses.replace(base, **overrides) for name, overrides in arms.items()}
 
     @torch.no_grad()
     def measure(ro):
         trainer.model.eval()
-        return token_logps(trainer.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask,
-                           trainer.cfg.temperature, with_entropy=True)
+        return token_logps(
+            trainer.model,
+            ro.prompt_ids,
+            ro.prompt_mask,
+            ro.completion_ids,
+            ro.completion_mask,
+            trainer.cfg.temperature,
+            with_entropy=True,
+        )
 
     def masked(x, where):
         return float(x[where].mean()) if bool(where.any()) else None
@@ -281,15 +357,19 @@ def paired_updates(cfg, arms: dict[str, dict], steps: int, follow: str | None = 
     for _ in tqdm(range(steps), desc="paired updates", disable=not progress):
         trainer.algo = algos[follow]
         batch = trainer.collect()
-        ro, _, rewards, _, _ = batch
+        ro = batch.rollout
         mask = ro.completion_mask.bool()
-        adv = group_advantages(rewards, trainer.cfg.group_size, scale=base.scale).unsqueeze(1).expand_as(mask)
+        adv = trainer.prepare(batch).advantages.values.unsqueeze(1).expand_as(mask)  # the advantages the update uses
         pos, neg = mask & (adv > 0), mask & (adv < 0)
         logp0, ent0 = measure(ro)
         low = pos & (logp0.exp() < low_p)
         start = (copy.deepcopy(trainer.model.state_dict()), copy.deepcopy(trainer.opt.state_dict()))
-        row = {"step": trainer.step + 1, "entropy_before": float(ent0[mask].mean()), "low_p_pos_tokens": int(low.sum()),
-               "arms": {}}
+        row = {
+            "step": trainer.step + 1,
+            "entropy_before": float(ent0[mask].mean()),
+            "low_p_pos_tokens": int(low.sum()),
+            "arms": {},
+        }
         for name, algo in algos.items():
             trainer.model.load_state_dict(start[0])
             # A copy: load_state_dict keeps the given tensors as the optimiser's state, and the
@@ -315,8 +395,14 @@ def paired_updates(cfg, arms: dict[str, dict], steps: int, follow: str | None = 
         trainer.algo = algos[follow]
         trainer.step += 1
         history.append(row)
-    return {"config": dataclasses.asdict(cfg), "arms": arms, "follow": follow,
-            "low_p": low_p, "history": history, "summary": paired_summary(history)}
+    return {
+        "config": dataclasses.asdict(cfg),
+        "arms": arms,
+        "follow": follow,
+        "low_p": low_p,
+        "history": history,
+        "summary": paired_summary(history),
+    }
 
 
 PAIRED_METRICS = ("entropy_change", "low_p_pos_logp_change", "pos_logp_change", "neg_logp_change", "clip_frac_high")
@@ -334,12 +420,19 @@ def paired_summary(history: list[dict]) -> dict:
         if name != names[0]:
             arm["vs_first"] = {}
             for metric in PAIRED_METRICS:
-                diffs = [h["arms"][name][metric] - h["arms"][names[0]][metric] for h in history
-                         if h["arms"][name][metric] is not None and h["arms"][names[0]][metric] is not None]
+                diffs = [
+                    h["arms"][name][metric] - h["arms"][names[0]][metric]
+                    for h in history
+                    if h["arms"][name][metric] is not None and h["arms"][names[0]][metric] is not None
+                ]
                 if len(diffs) >= 2:
                     se = statistics.stdev(diffs) / math.sqrt(len(diffs))
-                    arm["vs_first"][metric] = {"diff": statistics.fmean(diffs), "se": se, "steps": len(diffs),
-                                               "share_positive": sum(x > 0 for x in diffs) / len(diffs)}
+                    arm["vs_first"][metric] = {
+                        "diff": statistics.fmean(diffs),
+                        "se": se,
+                        "steps": len(diffs),
+                        "share_positive": sum(x > 0 for x in diffs) / len(diffs),
+                    }
         out[name] = arm
     return out
 
@@ -356,6 +449,8 @@ def format_paired_summary(summary: dict) -> str:
         cells = [f"{name} - {names[0]}"]
         for m in PAIRED_METRICS:
             d = summary[name]["vs_first"].get(m)
-            cells.append("-" if d is None else f"{d['diff']:+.4f} ± {d['se']:.4f} ({100 * d['share_positive']:.0f}% > 0)")
+            cells.append(
+                "-" if d is None else f"{d['diff']:+.4f} ± {d['se']:.4f} ({100 * d['share_positive']:.0f}% > 0)"
+            )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -20,10 +20,22 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_choice, check_float, check_mask, check_number, check_same_shape, check_tensor
+from .checks import (
+    check_choice,
+    check_float,
+    check_mask,
+    check_number,
+    check_positive_int,
+    check_same_shape,
+    check_tensor,
+)
 
 RATIO_LEVELS = ("token", "sequence", "sequence_token")
 AGGREGATIONS = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm")
+POLICY_LOSS_STATS = (
+    "clip_frac_low", "clip_frac_high", "clip_frac", "dual_clip_frac", "ratio_mean", "ratio_min", "ratio_max",
+)  # fmt: skip
+"""The stats ``policy_loss`` always returns (``kl_mean`` is added when ``kl`` is given)."""
 
 
 def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -36,16 +48,16 @@ def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> t
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
     """Mean of ``x`` where ``mask`` is 1, over ``dim`` (all of it when None).
 
-    Raises ``ValueError`` when a mean would be over nothing (an empty mask, or an empty row
-    along ``dim``) rather than returning NaN or silently 0.
+    Raises ``ValueError`` when the mask selects nothing at all. Along ``dim``, a slice with nothing
+    selected (a padded-out row, say) gets NaN, as torch's own reductions over nothing do
+    (``torch.tensor([]).mean()``): the other slices' means are still defined and are returned.
     """
     x = check_tensor("x", x)
     mask = check_mask("mask", mask, "x", x)
+    if mask.sum() == 0:
+        raise ValueError("mask must select at least one value for a mean, but the mask is empty")
     count = mask.sum() if dim is None else mask.sum(dim=dim)
-    if (count == 0).any():
-        where = "the mask is empty" if dim is None else f"{int((count == 0).sum())} slice(s) along dim {dim} are empty"
-        raise ValueError(f"mask must select at least one value for a mean, but {where}")
-    return masked_sum(x, mask, dim) / count
+    return masked_sum(x, mask, dim) / count  # 0 / 0 = NaN on an empty slice
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
@@ -55,16 +67,43 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """
     logits = check_tensor("logits", logits)
     if not logits.is_floating_point() or logits.dim() < 1 or logits.shape[-1] < 1:
-        raise ValueError(f"logits must be a floating-point tensor with a last (vocabulary) dimension, got {tuple(logits.shape)} {logits.dtype}")
+        raise ValueError(
+            "logits must be a floating-point tensor with a last (vocabulary) dimension, "
+            f"got {tuple(logits.shape)} {logits.dtype}"
+        )
     p = torch.softmax(logits, dim=-1)
     return torch.logsumexp(logits, dim=-1) - (p * logits).sum(dim=-1)
+
+
+def sequence_log_ratio(log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """GSPO's sequence log-ratio ``log s_i = mean_t (log pi_theta - log pi_old)`` over valid tokens:
+    ``[B, T] -> [B]``. ``exp`` of it is the geometric mean of the token ratios (GSPO eq. 7).
+    A row with no valid token gets NaN (a mean over nothing)."""
+    log_ratio = check_tensor("log_ratio", log_ratio, ndim=2)
+    mask = check_mask("mask", mask, "log_ratio", log_ratio)
+    return (log_ratio * mask).sum(dim=1) / mask.sum(dim=1)
+
+
+def clip_masks(
+    ratio: torch.Tensor, advantages: torch.Tensor, clip_low: float, clip_high: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where the clipped objective's clip acts (its gradient is zero): ``(low, high)`` bool tensors.
+
+    ``low``: ``w < 1 - clip_low`` with ``A < 0``; ``high``: ``w > 1 + clip_high`` with ``A > 0``
+    (``clip_high=None``: symmetric). ``advantages`` broadcasts against ``ratio``.
+    """
+    clip_low = check_number("clip_low", clip_low, low=0.0)
+    clip_high = clip_low if clip_high is None else check_number("clip_high", clip_high, low=0.0)
+    return (ratio < 1.0 - clip_low) & (advantages < 0), (ratio > 1.0 + clip_high) & (advantages > 0)
 
 
 def _check_advantages(advantages, logp: torch.Tensor) -> torch.Tensor:
     advantages = check_float("advantages", advantages, ndim=(1, 2))
     if advantages.dim() == 1:
         if advantages.shape[0] != logp.shape[0]:
-            raise ValueError(f"advantages must have shape ({logp.shape[0]},) or {tuple(logp.shape)}, got {tuple(advantages.shape)}")
+            raise ValueError(
+                f"advantages must have shape ({logp.shape[0]},) or {tuple(logp.shape)}, got {tuple(advantages.shape)}"
+            )
         return advantages.unsqueeze(1)
     check_same_shape("advantages", advantages, "logp", logp)
     return advantages
@@ -95,7 +134,9 @@ def policy_loss(
         advantages: ``[B]`` per sequence or ``[B, T]`` per token.
         mask: ``[B, T]`` 1 on completion tokens, 0 on padding.
         clip_low, clip_high: the clip range ``[1 - clip_low, 1 + clip_high]``; ``clip_high=None``
-            means symmetric (PPO/GRPO 0.2; DAPO clip-higher 0.2/0.28; GSPO 3e-4/4e-4).
+            means symmetric (PPO/GRPO 0.2; DAPO clip-higher 0.2/0.28; GSPO 3e-4/4e-4). A
+            ``clip_low`` of 1 or more switches the lower clip off (a ratio is never below 0), as
+            TRL's ``epsilon=10`` does.
         ratio_level: the importance weight ``w``:
             ``"token"``: ``w_t = exp(logp_t - old_logp_t)`` (PPO, GRPO, DAPO).
             ``"sequence"``: GSPO's ``s_i = exp(mean_t(logp - old_logp))``, one per sequence;
@@ -122,7 +163,7 @@ def policy_loss(
     check_same_shape("old_logp", old_logp, "logp", logp)
     mask = check_mask("mask", mask, "logp", logp)
     adv = _check_advantages(advantages, logp)
-    clip_low = check_number("clip_low", clip_low, low=0.0, high=1.0)
+    clip_low = check_number("clip_low", clip_low, low=0.0)
     clip_high = clip_low if clip_high is None else check_number("clip_high", clip_high, low=0.0)
     check_choice("ratio_level", ratio_level, RATIO_LEVELS)
     check_choice("aggregation", aggregation, AGGREGATIONS)
@@ -142,13 +183,15 @@ def policy_loss(
     if needs_full_rows and (lengths == 0).any():
         raise ValueError(
             f"mask has {int((lengths == 0).sum())} empty row(s): a per-sequence mean is undefined there "
-            f"(ratio_level={ratio_level!r}, aggregation={aggregation!r}); drop those rows or use aggregation='token_mean'"
+            f"(ratio_level={ratio_level!r}, aggregation={aggregation!r}); "
+            "drop those rows or use aggregation='token_mean'"
         )
     if aggregation == "seq_mean_token_sum_norm":
         if max_len is None:
-            raise ValueError("max_len must be given for aggregation='seq_mean_token_sum_norm' (Dr. GRPO's constant normaliser)")
-        if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
-            raise ValueError(f"max_len must be a positive int, got {max_len!r}")
+            raise ValueError(
+                "max_len must be given for aggregation='seq_mean_token_sum_norm' (Dr. GRPO's constant normaliser)"
+            )
+        check_positive_int("max_len", max_len)
         if lengths.max() > max_len:
             raise ValueError(f"max_len must be >= the longest completion ({int(lengths.max())} tokens), got {max_len}")
 
@@ -157,7 +200,7 @@ def policy_loss(
         log_w = log_ratio
     else:
         # GSPO: the geometric mean of the token ratios, i.e. the mean log-ratio over valid tokens.
-        seq_log_ratio = (log_ratio * mask).sum(dim=1, keepdim=True) / lengths.unsqueeze(1)
+        seq_log_ratio = sequence_log_ratio(log_ratio, mask).unsqueeze(1)
         if ratio_level == "sequence":
             log_w = seq_log_ratio.expand_as(logp)
         else:
@@ -184,8 +227,8 @@ def policy_loss(
         valid = mask.bool()
         r = ratio.detach()
         a = adv.expand_as(r)
-        low = (r < 1.0 - clip_low) & (a < 0) & valid
-        high = (r > 1.0 + clip_high) & (a > 0) & valid
+        low, high = clip_masks(r, a, clip_low, clip_high)
+        low, high = low & valid, high & valid
         n = valid.sum()
         stats = {
             "clip_frac_low": float(low.sum() / n),
@@ -222,3 +265,20 @@ def value_loss(
         v_clipped = old_values + torch.clamp(values - old_values, -clip, clip)
         loss = torch.max(loss, (v_clipped - returns) ** 2)
     return 0.5 * masked_mean(loss, mask)
+
+
+def token_gradient_weights(
+    lengths: list[int] | torch.Tensor, advantages: list[float] | torch.Tensor, aggregation: str, max_len: int
+) -> torch.Tensor:
+    """How hard ``policy_loss`` pushes each token's log-prob, on-policy: ``-d loss / d logp_t``,
+    ``[B, max_len]``, 0 on padding. By autograd through ``policy_loss`` itself, so it is the
+    aggregation's weight as the trainer applies it: ``A_i / (B |o_i|)`` (``seq_mean_token_mean``),
+    ``A_i / sum|o|`` (``token_mean``), ``A_i / (B max_len)`` (``seq_mean_token_sum_norm``)."""
+    max_len = check_positive_int("max_len", max_len)
+    lengths = torch.as_tensor(lengths)
+    mask = (torch.arange(max_len).unsqueeze(0) < lengths.unsqueeze(1)).double()
+    logp = torch.zeros(len(lengths), max_len, dtype=torch.float64, requires_grad=True)
+    adv = torch.as_tensor(advantages, dtype=torch.float64)
+    loss, _ = policy_loss(logp, logp.detach(), adv, mask, aggregation=aggregation, max_len=max_len)
+    (grad,) = torch.autograd.grad(loss, logp)
+    return -grad

@@ -1,19 +1,22 @@
-"""Health metrics of a policy and of a training step.
-
-``evaluate`` measures a policy on held-out prompts (accuracy, pass@k, lengths, formats).
-``step_metrics`` turns one rollout and its rewards into the numbers the dashboards plot.
-"""
+"""How good a policy is: ``evaluate`` measures it on held-out prompts (accuracy, pass@k, lengths),
+``pass_at_k`` is the unbiased estimator it uses. The per-step training metrics are the trainer's
+(``Trainer.train_step``)."""
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
+from .checks import check_positive_int
 from .rollout import encode_prompts, sample_group
 from .tasks import score_completions
 
-HEALTH_METRICS = ("reward_mean", "reward_std_within_group", "kl", "length_mean", "entropy")
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from .tasks import Task
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -27,9 +30,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @torch.no_grad()
 def evaluate(
-    model,
-    tokenizer,
-    task,
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    task: Task,
     n_prompts: int = 128,
     samples: int = 1,
     temperature: float = 1.0,
@@ -44,8 +47,10 @@ def evaluate(
     ``greedy=True`` decodes the most likely completion once per prompt; otherwise ``samples``
     completions per prompt are drawn at ``temperature`` and pass@``samples`` is reported too.
     """
-    if n_prompts < 1 or samples < 1:
-        raise ValueError(f"n_prompts and samples must be >= 1, got {n_prompts} and {samples}")
+    check_positive_int("n_prompts", n_prompts)
+    check_positive_int("samples", samples)
+    check_positive_int("max_new_tokens", max_new_tokens)
+    check_positive_int("batch_prompts", batch_prompts)
     device = next(model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     rows = task.test.select(range(min(n_prompts, len(task.test))))
@@ -70,6 +75,8 @@ def evaluate(
     if G > 1:
         out[f"pass@{G}"] = float(sum(pass_at_k(G, int(c), G) for c in r.sum(dim=1)) / len(rows))
         # The whole curve from the same samples: the unbiased estimator for every k <= G.
-        out["pass_at_k"] = {k: float(sum(pass_at_k(G, int(c), k) for c in r.sum(dim=1)) / len(rows)) for k in range(1, G + 1)}
+        out["pass_at_k"] = {
+            k: float(sum(pass_at_k(G, int(c), k) for c in r.sum(dim=1)) / len(rows)) for k in range(1, G + 1)
+        }
     out["examples"] = texts[:8]
     return out

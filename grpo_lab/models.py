@@ -41,7 +41,9 @@ def build_char_tokenizer(chars: str):
     )
 
 
-def tiny_llama_config(vocab_size: int, hidden: int = 128, layers: int = 4, heads: int = 4, ffn: int = 512, max_positions: int = 64):
+def tiny_llama_config(
+    vocab_size: int, hidden: int = 128, layers: int = 4, heads: int = 4, ffn: int = 512, max_positions: int = 64
+):
     from transformers import LlamaConfig
 
     return LlamaConfig(

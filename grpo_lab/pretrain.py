@@ -34,9 +34,9 @@ def _batch(tokenizer, pairs):
     ids = torch.full((len(seqs), L), tokenizer.pad_token_id)
     lab = torch.full((len(seqs), L), -100)
     att = torch.zeros((len(seqs), L), dtype=torch.long)
-    for i, (s, l) in enumerate(zip(seqs, labels)):
+    for i, (s, target) in enumerate(zip(seqs, labels)):
         ids[i, : len(s)] = torch.tensor(s)
-        lab[i, : len(l)] = torch.tensor(l)
+        lab[i, : len(target)] = torch.tensor(target)
         att[i, : len(s)] = 1
     return ids, att, lab
 

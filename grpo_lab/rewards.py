@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_float, check_mask, check_number, check_same_shape, check_tensor
+from .checks import check_float, check_mask, check_number, check_positive_int, check_same_shape, check_tensor
 
 
 def soft_overlong_penalty(lengths: torch.Tensor, max_len: int, cache_len: int) -> torch.Tensor:
@@ -20,10 +20,8 @@ def soft_overlong_penalty(lengths: torch.Tensor, max_len: int, cache_len: int) -
         raise ValueError("lengths must be finite")
     if (lengths < 0).any():
         raise ValueError(f"lengths must be >= 0, got min {lengths.min().item()}")
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
-        raise ValueError(f"max_len must be a positive int, got {max_len!r}")
-    if isinstance(cache_len, bool) or not isinstance(cache_len, int) or not 0 < cache_len <= max_len:
-        raise ValueError(f"cache_len must be an int in (0, max_len={max_len}], got {cache_len!r}")
+    check_positive_int("max_len", max_len)
+    check_positive_int("cache_len", cache_len, maximum=max_len)  # at most max_len: the ramp starts at >= 0 tokens
     n = lengths.to(torch.float64)
     expected = max_len - cache_len
     ramp = (expected - n) / cache_len

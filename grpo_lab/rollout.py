@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .checks import check_positive_int
 from .losses import entropy_from_logits
 
 
@@ -76,7 +77,9 @@ def encode_prompts(tokenizer, prompts: list[str], chat: bool = False, system: st
         raise ValueError("prompts must hold at least one prompt, got an empty list")
     if chat:
         if tokenizer.chat_template is None:
-            raise ValueError("chat=True needs a tokenizer with a chat template, got one without (chat_template is None)")
+            raise ValueError(
+                "chat=True needs a tokenizer with a chat template, got one without (chat_template is None)"
+            )
         texts = []
         for p in prompts:
             msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": p}]
@@ -111,14 +114,15 @@ def sample_group(
     reach ``max_new_tokens`` without it are marked ``finished=False`` (truncated).
     ``greedy=True`` takes the most likely token instead of sampling (for evaluation).
     """
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+    check_positive_int("group_size", group_size)
+    check_positive_int("max_new_tokens", max_new_tokens)
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0 (sampling), got {temperature}")
     if prompt_ids.shape != prompt_mask.shape or prompt_ids.dim() != 2:
-        raise ValueError(f"prompt_ids and prompt_mask must be [N, P] of one shape, got {tuple(prompt_ids.shape)} and {tuple(prompt_mask.shape)}")
+        raise ValueError(
+            "prompt_ids and prompt_mask must be [N, P] of one shape, "
+            f"got {tuple(prompt_ids.shape)} and {tuple(prompt_mask.shape)}"
+        )
     device = prompt_ids.device
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     ids = prompt_ids.repeat_interleave(group_size, dim=0)
@@ -128,7 +132,13 @@ def sample_group(
     model.eval()
     # Speed: the G samples of a prompt share its prefix, so each prompt is run once and its KV cache
     # (and first-token logits) repeated G times: the same numbers as running every copy.
-    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=_positions(prompt_mask), use_cache=True, logits_to_keep=1)
+    out = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        position_ids=_positions(prompt_mask),
+        use_cache=True,
+        logits_to_keep=1,
+    )
     cache = out.cache if hasattr(out, "cache") else out.past_key_values
     logits = out.logits[:, -1, :].repeat_interleave(group_size, dim=0)
     if group_size > 1 and hasattr(cache, "batch_repeat_interleave"):
@@ -174,7 +184,13 @@ def sample_group(
             cache.reorder_cache(keep)
             rows = running[keep]
         sel = slice(None) if rows is None else rows
-        out = model(input_ids=nxt[sel].unsqueeze(1), attention_mask=am[sel], position_ids=pos[sel].unsqueeze(1), cache=cache, use_cache=True)
+        out = model(
+            input_ids=nxt[sel].unsqueeze(1),
+            attention_mask=am[sel],
+            position_ids=pos[sel].unsqueeze(1),
+            cache=cache,
+            use_cache=True,
+        )
         cache = out.cache if hasattr(out, "cache") else out.past_key_values
         logits = out.logits[:, -1, :]
     if was_training:
@@ -196,7 +212,13 @@ def sample_group(
 
 
 def token_logps(
-    model, prompt_ids, prompt_mask, completion_ids, completion_mask, temperature: float = 1.0, with_entropy: bool = False,
+    model,
+    prompt_ids,
+    prompt_mask,
+    completion_ids,
+    completion_mask,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
     bucket: bool = True,
 ):
     """Log-probs ``[B, T]`` of the completion tokens under ``model`` at ``temperature``.
@@ -221,11 +243,27 @@ def token_logps(
         prefix = _shared_prefix(model, prompt_ids, prompt_mask)
         for idx, width in buckets:
             if prefix is None:
-                lp, en = token_logps(model, prompt_ids[idx], prompt_mask[idx], completion_ids[idx, :width],
-                                     completion_mask[idx, :width], temperature, with_entropy, bucket=False)
+                lp, en = token_logps(
+                    model,
+                    prompt_ids[idx],
+                    prompt_mask[idx],
+                    completion_ids[idx, :width],
+                    completion_mask[idx, :width],
+                    temperature,
+                    with_entropy,
+                    bucket=False,
+                )
             else:
-                lp, en = _logps_after_prefix(model, prefix, idx, prompt_mask[idx], completion_ids[idx, :width],
-                                             completion_mask[idx, :width], temperature, with_entropy)
+                lp, en = _logps_after_prefix(
+                    model,
+                    prefix,
+                    idx,
+                    prompt_mask[idx],
+                    completion_ids[idx, :width],
+                    completion_mask[idx, :width],
+                    temperature,
+                    with_entropy,
+                )
             logp = logp.index_put((idx.unsqueeze(1), torch.arange(width, device=logp.device)), lp)
             if with_entropy:
                 ent = ent.index_put((idx.unsqueeze(1), torch.arange(width, device=ent.device)), en)
@@ -233,7 +271,9 @@ def token_logps(
     ids = torch.cat([prompt_ids, completion_ids], dim=1)
     am = torch.cat([prompt_mask, completion_mask], dim=1)
     # logits at position p predict token p+1: keep the T positions before each completion token.
-    logits = model(input_ids=ids, attention_mask=am, position_ids=_positions(am), logits_to_keep=T + 1).logits[:, :-1, :]
+    logits = model(input_ids=ids, attention_mask=am, position_ids=_positions(am), logits_to_keep=T + 1).logits[
+        :, :-1, :
+    ]
     return _logps_from_logits(logits, completion_ids, completion_mask, temperature, with_entropy)
 
 
@@ -277,8 +317,13 @@ def _logps_after_prefix(model, prefix, idx, prompt_mask, completion_ids, complet
         for layer, (k, v) in enumerate(kv):
             cache.update(k[rows], v[rows], layer)
         am = torch.cat([prompt_mask, completion_mask[:, : w - 1]], dim=1)
-        more = model(input_ids=completion_ids[:, : w - 1], attention_mask=am, position_ids=_positions(am)[:, -(w - 1) :],
-                     cache=cache, use_cache=True).logits
+        more = model(
+            input_ids=completion_ids[:, : w - 1],
+            attention_mask=am,
+            position_ids=_positions(am)[:, -(w - 1) :],
+            cache=cache,
+            use_cache=True,
+        ).logits
         logits = torch.cat([logits, more], dim=1)
     return _logps_from_logits(logits, completion_ids, completion_mask, temperature, with_entropy)
 

@@ -139,7 +139,10 @@ def sum3_format(completion: str) -> str:
 def score_completions(reward_fn, texts: list[str], answers: list[int], finished: list[bool]) -> list[float]:
     """``reward_fn`` on each decoded completion, with its answer and whether it ended with EOS."""
     if not len(texts) == len(answers) == len(finished):
-        raise ValueError(f"texts, answers and finished must have one entry per completion, got {len(texts)}, {len(answers)} and {len(finished)}")
+        raise ValueError(
+            "texts, answers and finished must have one entry per completion, "
+            f"got {len(texts)}, {len(answers)} and {len(finished)}"
+        )
     return [float(reward_fn(t, a, bool(f))) for t, a, f in zip(texts, answers, finished)]
 
 
@@ -171,7 +174,10 @@ def synthetic_word_problems(n: int = 256, seed: int = 0) -> Dataset:
         who, what = rng.choice(names), rng.choice(things)
         a, b, c = rng.randint(2, 40), rng.randint(2, 40), rng.randint(1, 9)
         total = (a + b) * c
-        prompts.append(f"{who} has {a} {what} and finds {b} more. Then {who} gets {c} times that many in all. How many {what} does {who} have?")
+        prompts.append(
+            f"{who} has {a} {what} and finds {b} more. Then {who} gets {c} times that many in all. "
+            f"How many {what} does {who} have?"
+        )
         answers.append(total)
     return Dataset.from_dict({"prompt": prompts, "answer": answers})
 
@@ -181,7 +187,9 @@ def gsm8k_dataset(split: str = "train", n: int | None = None) -> Dataset:
     from datasets import load_dataset
 
     ds = load_dataset("openai/gsm8k", "main", split=split)
-    ds = ds.map(lambda r: {"prompt": r["question"], "answer": int(r["answer"].rsplit("####", 1)[-1].strip().replace(",", ""))})
+    ds = ds.map(
+        lambda r: {"prompt": r["question"], "answer": int(r["answer"].rsplit("####", 1)[-1].strip().replace(",", ""))}
+    )
     ds = ds.select_columns(["prompt", "answer"])
     return ds if n is None else ds.select(range(min(n, len(ds))))
 
@@ -201,10 +209,21 @@ class Task:
 def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int = 1024) -> Task:
     """The named task: ``sum3`` (the lab's), ``words`` (GSM8K-shaped, offline) or ``gsm8k`` (hub)."""
     if name == "sum3":
-        return Task("sum3", sum3_dataset("train", n_train, seed), sum3_dataset("test", n_test, seed), sum3_reward,
-                    features=sum3_features)
+        return Task(
+            "sum3",
+            sum3_dataset("train", n_train, seed),
+            sum3_dataset("test", n_test, seed),
+            sum3_reward,
+            features=sum3_features,
+        )
     if name == "words":
-        return Task("words", synthetic_word_problems(n_train, seed), synthetic_word_problems(n_test, seed + 1), gsm8k_reward, chat=True)
+        return Task(
+            "words",
+            synthetic_word_problems(n_train, seed),
+            synthetic_word_problems(n_test, seed + 1),
+            gsm8k_reward,
+            chat=True,
+        )
     if name == "gsm8k":
         return Task("gsm8k", gsm8k_dataset("train", n_train), gsm8k_dataset("test", n_test), gsm8k_reward, chat=True)
     raise ValueError(f"task must be one of 'sum3', 'words', 'gsm8k'; got {name!r}")

@@ -15,16 +15,26 @@ import math
 import random
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
-from .advantages import adaptive_k, dynamic_sampling_keep, gae, gfpo_advantages, gfpo_keep, group_advantages, reward_quartiles, whiten
+from .advantages import (
+    adaptive_k,
+    dynamic_sampling_keep,
+    gae,
+    gfpo_advantages,
+    gfpo_keep,
+    group_advantages,
+    reward_quartiles,
+    whiten,
+)
 from .algorithms import Algorithm, get_algorithm
 from .kl import kl_estimate
-from .losses import masked_mean, policy_loss, value_loss
+from .losses import POLICY_LOSS_STATS, masked_mean, policy_loss, value_loss
 from .metrics import evaluate
 from .models import load_policy, set_threads
 from .rewards import kl_shaped_rewards, soft_overlong_penalty
@@ -119,6 +129,134 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
+@dataclass(frozen=True)
+class Sampled:
+    """Every completion a step sampled, before a filter chose the rows to train on (GFPO's top-k)."""
+
+    correct: torch.Tensor  # [N] 1.0 right / 0.0 wrong
+    rewards: torch.Tensor  # [N] the shaped rewards the advantages are computed from
+    lengths: torch.Tensor  # [N] completion lengths in tokens
+    texts: list[str]
+    keep: torch.Tensor  # [N] bool: the rows that became the batch
+    group_size: int  # completions sampled per prompt
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one step trains on, as ``Trainer.collect`` returns it.
+
+    ``stats`` holds the numbers measured while collecting (``gen_rounds``, ``zero_std_frac``,
+    ``reward_std_within_group``; DAPO's ``kept_groups``, adaptive GFPO's ``gfpo_k_mean``); they go
+    into the step's metrics as they are. ``sampled`` is set when a filter dropped rows: the step's
+    accuracy and lengths are then measured on everything sampled, and GFPO's advantages use the
+    statistics of each sampled group.
+    """
+
+    rollout: Rollout
+    correct: torch.Tensor  # [B] 1.0 right / 0.0 wrong, per row of ``rollout``
+    rewards: torch.Tensor  # [B] shaped rewards (correctness + DAPO's overlong penalty)
+    stats: dict[str, float]
+    sampled: Sampled | None = None
+
+
+@dataclass(frozen=True)
+class Advantages:
+    """An estimator's output: advantages, plus the critic's targets when there is a critic."""
+
+    values: torch.Tensor  # [B] per sequence or [B, T] per token
+    returns: torch.Tensor | None = None  # GAE: the value targets
+    old_values: torch.Tensor | None = None  # GAE: the critic's values when the batch was sampled
+
+
+@dataclass(frozen=True)
+class UpdateBatch:
+    """A ``Batch`` as the optimiser steps read it: computed once per step, sliced per mini-batch."""
+
+    rollout: Rollout
+    mask: torch.Tensor  # [B, T] float: the tokens that enter the loss (DAPO's overlong filter applied)
+    advantages: Advantages
+    old_logp: torch.Tensor | None  # [B, T] under the policy that sampled; None: on-policy (one update)
+    ref_logp: torch.Tensor | None  # [B, T] under the reference; None when there is none
+
+
+AdvantageEstimator = Callable[
+    ["Trainer", Batch, torch.Tensor, "torch.Tensor | None", "torch.Tensor | None"], Advantages
+]
+ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
+"""``Algorithm.advantage`` -> its estimator ``(trainer, batch, mask, old_logp, ref_logp)``, as verl
+registers its advantage estimators; ``Trainer.prepare`` is the one caller."""
+
+
+def _estimator(name: str) -> Callable[[AdvantageEstimator], AdvantageEstimator]:
+    def register(fn: AdvantageEstimator) -> AdvantageEstimator:
+        ADVANTAGE_ESTIMATORS[name] = fn
+        return fn
+
+    return register
+
+
+@_estimator("group")
+def _group_estimator(trainer: "Trainer", batch: Batch, mask, old_logp, ref_logp) -> Advantages:
+    """GRPO family: each reward against its group's (consecutive rows) mean, scaled by ``scale``."""
+    return Advantages(group_advantages(batch.rewards, trainer.cfg.group_size, scale=trainer.algo.scale))
+
+
+@_estimator("gfpo")
+def _gfpo_estimator(trainer: "Trainer", batch: Batch, mask, old_logp, ref_logp) -> Advantages:
+    """GFPO: group statistics over the retained responses of each *sampled* group."""
+    s = batch.sampled
+    return Advantages(gfpo_advantages(s.rewards, s.keep, s.group_size)[s.keep])
+
+
+@_estimator("gae")
+def _gae_estimator(trainer: "Trainer", batch: Batch, mask, old_logp, ref_logp) -> Advantages:
+    """PPO: the critic's values, KL-shaped token rewards, GAE, whitened advantages."""
+    ro, a = batch.rollout, trainer.algo
+    with torch.no_grad():
+        old_values = trainer.critic(ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
+        reference = ref_logp if ref_logp is not None else old_logp
+        token_rewards = kl_shaped_rewards(batch.rewards, old_logp, reference, mask, a.beta)
+        raw_adv, returns = gae(token_rewards, old_values, mask, a.gamma, a.lam)
+        adv = whiten(raw_adv, mask)  # returns were taken before whitening (pitfall 1)
+    return Advantages(adv, returns=returns, old_values=old_values)
+
+
+def _sampling_stats(correct: torch.Tensor, rewards: torch.Tensor, group_size: int) -> dict[str, float]:
+    """Two numbers about the groups as sampled, before any filter.
+
+    ``zero_std_frac``: the share of groups whose answers are all right or all wrong (correctness,
+    the quantity DAPO's filter tests). ``reward_std_within_group``: the standard deviation (N-1) of
+    the *rewards* (shaped, as the advantages see them) within each group, averaged over groups;
+    for every algorithm the same quantity, on the first generation round.
+    """
+    return {
+        "zero_std_frac": float(1 - dynamic_sampling_keep(correct, group_size).float().mean()),
+        "reward_std_within_group": float(rewards.view(-1, group_size).std(dim=1).mean()),
+    }
+
+
+def _reduce_updates(outs: list[dict[str, float]]) -> dict[str, float]:
+    """One step's numbers from its optimiser steps' stats: every key any update reported, as the
+    mean over the updates that reported it, except ``ratio_min``/``ratio_max`` (the extremes).
+    With no update at all, the keys every policy update reports are NaN (nothing was measured)."""
+    if not outs:
+        return {k: float("nan") for k in UPDATE_STATS + POLICY_LOSS_STATS}
+    out: dict[str, float] = {}
+    for key in dict.fromkeys(k for o in outs for k in o):
+        vals = [o[key] for o in outs if key in o]
+        if key == "ratio_min":
+            out[key] = min(vals)
+        elif key == "ratio_max":
+            out[key] = max(vals)
+        else:
+            out[key] = sum(vals) / len(vals)
+    return out
+
+
+UPDATE_STATS = ("loss", "grad_norm", "entropy")
+"""What every policy update reports besides ``policy_loss``'s stats (PPO adds ``value_loss``)."""
+
+
 class Trainer:
     """Trains a policy with one algorithm. ``Trainer(cfg).train()`` returns the per-step history.
 
@@ -177,64 +315,64 @@ class Trainer:
             rewards += soft_overlong_penalty(ro.lengths, self.cfg.max_new_tokens, self.algo.overlong_cache)
         return rewards
 
-    def collect(self):
-        """One batch for training: ``(rollout, correct, rewards, advantages_or_None, info)``.
+    def collect(self) -> Batch:
+        """Sample, score and filter one batch to train on.
 
-        For DAPO this is where dynamic sampling refills; for GFPO where the k are chosen.
+        DAPO's dynamic sampling refills here; GFPO samples ``gfpo_group_size`` per prompt and keeps
+        ``group_size`` of them here. The advantages are computed later, in ``prepare``.
         """
-        a, cfg = self.algo, self.cfg
-        info = {"gen_rounds": 1}
-        if a.advantage == "gfpo":
-            ro, correct = self._rollout(cfg.prompts_per_step, a.gfpo_group_size)
-            rewards = self._reward(ro, correct)
-            G = a.gfpo_group_size
-            k = cfg.group_size
-            if a.gfpo_adaptive:
-                means = correct.view(-1, G).mean(dim=1)
-                warm = len(self.seen_difficulty) >= 4 * cfg.prompts_per_step
-                if warm:
-                    q = reward_quartiles(torch.tensor(self.seen_difficulty))
-                    k = adaptive_k(means, q, k_by_bucket=(cfg.group_size, cfg.group_size, max(2, cfg.group_size * 3 // 4), max(2, cfg.group_size // 2)))
-                self.seen_difficulty += means.tolist()
-                info["gfpo_k_mean"] = float(k.float().mean()) if isinstance(k, torch.Tensor) else float(k)
-            keep = gfpo_keep(rewards, ro.lengths.float(), G, k, metric=a.gfpo_metric)
-            adv = gfpo_advantages(rewards, keep, G)
-            info["zero_std_frac"] = float(1 - dynamic_sampling_keep(correct, G).float().mean())
-            info["reward_std_within_group"] = float(correct.view(-1, G).std(dim=1).mean())
-            info["sampled"] = {"correct": correct, "lengths": ro.lengths, "texts": ro.texts}
-            # Rejected responses get A = 0 and would add nothing but cost to the backward pass.
-            # With adaptive k the number kept varies by prompt, so the batch has no single group size (0).
-            kept_per_prompt = k if isinstance(k, int) else 0
-            return ro.select(keep, group_size=kept_per_prompt), correct[keep], rewards[keep], adv[keep], info
-        G = cfg.group_size
+        if self.algo.advantage == "gfpo":
+            return self._collect_gfpo()
+        a, cfg, G = self.algo, self.cfg, self.cfg.group_size
         ro, correct = self._rollout(cfg.prompts_per_step, G)
         rewards = self._reward(ro, correct)
-        info["zero_std_frac"] = float(1 - dynamic_sampling_keep(correct, G).float().mean())
-        info["reward_std_within_group"] = float(rewards.view(-1, G).std(dim=1).mean())
-        if a.dynamic_sampling:
-            parts, kept_c, kept_r = [], [], []
-            n_kept, rounds = 0, 0
-            while True:
-                # DAPO filters on accuracy (verl: filter_groups.metric=acc), not on shaped rewards:
-                # an all-wrong group is dropped even if the length penalty spreads its rewards.
-                keep_groups = dynamic_sampling_keep(correct, G)
-                rows = keep_groups.repeat_interleave(G)
-                parts.append(ro.select(rows))
-                kept_c.append(correct[rows])
-                kept_r.append(rewards[rows])
-                n_kept += int(keep_groups.sum())
-                rounds += 1
-                if n_kept >= cfg.prompts_per_step or rounds >= a.max_gen_batches:
-                    break
-                ro, correct = self._rollout(cfg.prompts_per_step, G)
-                rewards = self._reward(ro, correct)
-            ro = Rollout.cat(parts, self.tokenizer.pad_token_id)
-            correct, rewards = torch.cat(kept_c), torch.cat(kept_r)
-            n = min(n_kept, cfg.prompts_per_step) * G
-            ro, correct, rewards = ro.select(torch.arange(n)), correct[:n], rewards[:n]
-            info["gen_rounds"] = rounds
-            info["kept_groups"] = n // G
-        return ro, correct, rewards, None, info
+        stats: dict[str, float] = {"gen_rounds": 1, **_sampling_stats(correct, rewards, G)}
+        if not a.dynamic_sampling:
+            return Batch(ro, correct, rewards, stats)
+        parts, kept_c, kept_r = [], [], []
+        n_kept, rounds = 0, 0
+        while True:
+            # DAPO filters on accuracy (verl: filter_groups.metric=acc), not on shaped rewards:
+            # an all-wrong group is dropped even if the length penalty spreads its rewards.
+            keep_groups = dynamic_sampling_keep(correct, G)
+            rows = keep_groups.repeat_interleave(G)
+            parts.append(ro.select(rows))
+            kept_c.append(correct[rows])
+            kept_r.append(rewards[rows])
+            n_kept += int(keep_groups.sum())
+            rounds += 1
+            if n_kept >= cfg.prompts_per_step or rounds >= a.max_gen_batches:
+                break
+            ro, correct = self._rollout(cfg.prompts_per_step, G)
+            rewards = self._reward(ro, correct)
+        ro = Rollout.cat(parts, self.tokenizer.pad_token_id)
+        correct, rewards = torch.cat(kept_c), torch.cat(kept_r)
+        n = min(n_kept, cfg.prompts_per_step) * G
+        stats.update(gen_rounds=rounds, kept_groups=n // G)
+        return Batch(ro.select(torch.arange(n)), correct[:n], rewards[:n], stats)
+
+    def _collect_gfpo(self) -> Batch:
+        """GFPO: sample G = ``gfpo_group_size`` per prompt, keep k = ``group_size`` (or an adaptive k)."""
+        a, cfg = self.algo, self.cfg
+        G, k = a.gfpo_group_size, cfg.group_size
+        ro, correct = self._rollout(cfg.prompts_per_step, G)
+        rewards = self._reward(ro, correct)
+        stats: dict[str, float] = {"gen_rounds": 1}
+        if a.gfpo_adaptive:
+            means = correct.view(-1, G).mean(dim=1)
+            if len(self.seen_difficulty) >= 4 * cfg.prompts_per_step:  # enough history for quartiles
+                q = reward_quartiles(torch.tensor(self.seen_difficulty))
+                by_bucket = (k, k, max(2, k * 3 // 4), max(2, k // 2))
+                k = adaptive_k(means, q, k_by_bucket=by_bucket)
+            self.seen_difficulty += means.tolist()
+            stats["gfpo_k_mean"] = float(k.float().mean()) if isinstance(k, torch.Tensor) else float(k)
+        keep = gfpo_keep(rewards, ro.lengths.float(), G, k, metric=a.gfpo_metric)
+        stats.update(_sampling_stats(correct, rewards, G))
+        sampled = Sampled(correct, rewards, ro.lengths, ro.texts, keep, G)
+        # Rejected responses get A = 0 and would add nothing but cost to the backward pass.
+        # With adaptive k the number kept varies by prompt, so the batch has no single group size (0).
+        kept_per_prompt = k if isinstance(k, int) else 0
+        return Batch(ro.select(keep, group_size=kept_per_prompt), correct[keep], rewards[keep], stats, sampled)
 
     # --- one step --------------------------------------------------------------------------
 
@@ -242,110 +380,112 @@ class Trainer:
     def _ref_logp(self, ro: Rollout) -> torch.Tensor | None:
         if self.ref is None:
             return None
-        logp, _ = token_logps(self.ref, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, self.cfg.temperature)
+        logp, _ = token_logps(
+            self.ref, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, self.cfg.temperature
+        )
         return logp
 
-    def train_step(self, batch: tuple | None = None) -> dict:
+    def _loss_mask(self, ro: Rollout) -> torch.Tensor:
+        """The tokens that enter the loss: the completion, minus truncated rows under DAPO's overlong filter."""
+        mask = ro.completion_mask.float()
+        if self.algo.overlong_filter:
+            mask = mask * ro.finished.float().unsqueeze(1)
+        return mask
+
+    def prepare(self, batch: Batch) -> UpdateBatch:
+        """What every optimiser step of this batch reads, computed once: the loss mask, the old and
+        reference log-probs, and the advantages (the one place they are computed, through
+        ``ADVANTAGE_ESTIMATORS[algo.advantage]``)."""
+        a, ro = self.algo, batch.rollout
+        mask = self._loss_mask(ro)
+        ref_logp = self._ref_logp(ro)
+        old_logp = None
+        if a.minibatches * a.epochs > 1 or self.critic is not None:  # GAE's KL-shaped rewards need them
+            with torch.no_grad():
+                old_logp, _ = token_logps(
+                    self.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask,
+                    self.cfg.temperature,
+                )  # fmt: skip
+        advantages = ADVANTAGE_ESTIMATORS[a.advantage](self, batch, mask, old_logp, ref_logp)
+        return UpdateBatch(ro, mask, advantages, old_logp, ref_logp)
+
+    def train_step(self, batch: Batch | None = None) -> dict:
         """Collect a batch and update the policy on it; returns this step's metrics.
 
         ``batch``: update on this ``collect()`` result instead of sampling a new one (so that two
         update rules can be applied to the same batch, as ``experiments.paired_updates`` does).
+        The batch is not changed.
         """
         a, cfg = self.algo, self.cfg
         t0 = time.perf_counter()
-        ro, correct, rewards, adv, info = self.collect() if batch is None else batch
-        info = dict(info)  # the caller's batch is used again: leave its info as it was
+        batch = self.collect() if batch is None else batch
         t_rollout = time.perf_counter() - t0
+        ro, rewards = batch.rollout, batch.rewards
+        # Accuracy and lengths describe everything sampled, also what a filter dropped.
+        everything = torch.ones_like(rewards, dtype=torch.bool)
+        seen = batch.sampled or Sampled(batch.correct, rewards, ro.lengths, ro.texts, everything, 0)
         metrics = {"step": self.step + 1}
-        full = {"correct": correct, "lengths": ro.lengths, "texts": ro.texts} if "sampled" not in info else info.pop("sampled")
-        metrics.update(self._batch_metrics(full["correct"], full["lengths"].float()))
+        metrics.update(self._batch_metrics(seen.correct, seen.lengths.float()))
         if self.task.features is not None:
-            metrics.update(self._feature_metrics(full["texts"], full["correct"]))
+            metrics.update(self._feature_metrics(seen.texts, seen.correct))
         metrics["reward_mean"] = float(rewards.mean()) if rewards.numel() else float("nan")
-        metrics["tokens_per_second"] = float(full["lengths"].sum()) / max(t_rollout, 1e-9)
+        metrics["tokens_per_second"] = float(seen.lengths.sum()) / max(t_rollout, 1e-9)
         metrics["truncated_frac"] = float((~ro.finished).float().mean()) if ro.finished.numel() else 0.0
-        metrics.update(info)
+        metrics.update(batch.stats)
 
-        mask = ro.completion_mask.float()
-        if a.overlong_filter:
-            mask = mask * ro.finished.float().unsqueeze(1)
-        keep_rows = mask.sum(dim=1) > 0
+        keep_rows = self._loss_mask(ro).sum(dim=1) > 0
         if rewards.numel() == 0 or not bool(keep_rows.any()):
             metrics.update(self._finish_metrics(t0, t_rollout, skipped="empty batch"))
             return metrics
 
-        ref_logp = self._ref_logp(ro)
-        n_updates = a.minibatches * a.epochs
-        old_logp = None
-        if n_updates > 1 or a.advantage == "gae":
-            with torch.no_grad():
-                old_logp, _ = token_logps(self.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, cfg.temperature)
-
-        returns = old_values = None
-        if a.advantage == "gae":
-            with torch.no_grad():
-                old_values = self.critic(ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
-                token_rewards = kl_shaped_rewards(rewards, old_logp, ref_logp if ref_logp is not None else old_logp, mask, a.beta)
-                raw_adv, returns = gae(token_rewards, old_values, mask, a.gamma, a.lam)
-                adv = whiten(raw_adv, mask)  # returns were taken before whitening (pitfall 1)
-        elif adv is None:
-            adv = group_advantages(rewards, cfg.group_size, scale=a.scale)
-
+        ub = self.prepare(batch)
         rows = keep_rows.nonzero().flatten()
         perm_gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step)
-        totals = {"loss": 0.0, "grad_norm": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "clip_frac": 0.0,
-                  "ratio_mean": 0.0, "ratio_min": float("inf"), "ratio_max": 0.0, "entropy": 0.0, "value_loss": 0.0}
-        updates = skipped = 0
-        policy_frozen = a.advantage == "gae" and self.step < a.critic_warmup_steps
+        outs, skipped = [], 0
+        policy_frozen = self.critic is not None and self.step < a.critic_warmup_steps
         for _ in range(a.epochs):
             order = rows[torch.randperm(len(rows), generator=perm_gen)] if a.minibatches > 1 else rows
             for mb in order.chunk(a.minibatches):
                 if len(mb) == 0:
                     continue
-                out = self._update(ro, mb, mask, adv, old_logp, ref_logp, returns, old_values, policy_frozen)
+                out = self._update(ub, mb, policy_frozen)
                 if out is None:
                     skipped += 1
-                    continue
-                updates += 1
-                for k, v in out.items():
-                    if k == "ratio_min":
-                        totals[k] = min(totals[k], v)
-                    elif k == "ratio_max":
-                        totals[k] = max(totals[k], v)
-                    elif k in totals:
-                        totals[k] += v
+                else:
+                    outs.append(out)
         self.skipped_steps += skipped
-        for k in totals:
-            if k not in ("ratio_min", "ratio_max"):
-                totals[k] = totals[k] / updates if updates else float("nan")
-        metrics.update(totals)
-        metrics["updates"] = updates
+        metrics.update(_reduce_updates(outs))
+        metrics["updates"] = len(outs)
         metrics["skipped_updates"] = skipped
-        if ref_logp is not None:
-            base = old_logp if old_logp is not None else ro.sample_logp
+        if ub.ref_logp is not None:
+            base = ub.old_logp if ub.old_logp is not None else ro.sample_logp
             # KL of the policy that sampled this batch to the reference, per token, k3 (as TRL logs it).
-            metrics["kl"] = float(masked_mean(kl_estimate(base, ref_logp, "k3"), ro.completion_mask.float()))
+            metrics["kl"] = float(masked_mean(kl_estimate(base, ub.ref_logp, "k3"), ro.completion_mask.float()))
         metrics.update(self._finish_metrics(t0, t_rollout))
         return metrics
 
-    def _update(self, ro, mb, mask, adv, old_logp, ref_logp, returns, old_values, policy_frozen):
-        """One guarded optimiser step on rows ``mb``; None when it was skipped (non-finite)."""
-        a, cfg = self.algo, self.cfg
+    def _update(self, ub: UpdateBatch, mb: torch.Tensor, policy_frozen: bool) -> dict[str, float] | None:
+        """One guarded optimiser step on rows ``mb`` of ``ub``: its stats, or None when it was
+        skipped (non-finite log-probs, loss or gradient)."""
+        a, cfg, ro = self.algo, self.cfg, ub.rollout
         self.model.train()
-        logp, ent = token_logps(self.model, ro.prompt_ids[mb], ro.prompt_mask[mb], ro.completion_ids[mb], ro.completion_mask[mb], cfg.temperature, with_entropy=True)
-        m = mask[mb]
-        old = old_logp[mb] if old_logp is not None else logp.detach()
+        logp, ent = token_logps(
+            self.model, ro.prompt_ids[mb], ro.prompt_mask[mb], ro.completion_ids[mb], ro.completion_mask[mb],
+            cfg.temperature, with_entropy=True,
+        )  # fmt: skip
+        m = ub.mask[mb]
+        old = ub.old_logp[mb] if ub.old_logp is not None else logp.detach()
         kl = None
         if a.beta > 0 and not a.kl_in_reward:
-            kl = kl_estimate(logp, ref_logp[mb], a.kl_kind)
-        A = adv[mb]
+            kl = kl_estimate(logp, ub.ref_logp[mb], a.kl_kind)
+        A = ub.advantages.values[mb]
         if not torch.isfinite(logp).all():
             return None
         loss, stats = policy_loss(
             logp, old, A, m, clip_low=a.clip_low, clip_high=a.clip_high, ratio_level=a.ratio_level,
             aggregation=a.aggregation, max_len=cfg.max_new_tokens, kl=kl, beta=a.beta if kl is not None else 0.0,
             dual_clip=a.dual_clip,
-        )
+        )  # fmt: skip
         entropy = masked_mean(ent, m)
         if a.entropy_coef:
             loss = loss - a.entropy_coef * entropy
@@ -353,8 +493,9 @@ class Trainer:
             loss = loss * 0.0
         v_loss = None
         if self.critic is not None:
+            adv = ub.advantages
             values = self.critic(ro.prompt_ids[mb], ro.prompt_mask[mb], ro.completion_ids[mb], ro.completion_mask[mb])
-            v_loss = value_loss(values, old_values[mb], returns[mb], m, clip=a.value_clip)
+            v_loss = value_loss(values, adv.old_values[mb], adv.returns[mb], m, clip=a.value_clip)
             loss = loss + a.vf_coef * v_loss
         if not torch.isfinite(loss):
             return None  # never train on NaN: skip and count
@@ -378,7 +519,7 @@ class Trainer:
             out["value_loss"] = v_loss.item()
         return out
 
-    def _feature_metrics(self, texts: list[str], correct: torch.Tensor) -> dict:
+    def _feature_metrics(self, texts: list[str], correct: torch.Tensor) -> dict[str, float]:
         """The task's features (e.g. filler length, format) averaged over all, right and wrong answers."""
         feats = [self.task.features(t) for t in texts]
         out = {}
@@ -391,7 +532,7 @@ class Trainer:
         return out
 
     @staticmethod
-    def _batch_metrics(correct: torch.Tensor, lengths: torch.Tensor) -> dict:
+    def _batch_metrics(correct: torch.Tensor, lengths: torch.Tensor) -> dict[str, float]:
         right, wrong = correct > 0.5, correct <= 0.5
         return {
             "accuracy": float(correct.mean()),
@@ -400,7 +541,7 @@ class Trainer:
             "length_wrong": float(lengths[wrong].mean()) if wrong.any() else float("nan"),
         }
 
-    def _finish_metrics(self, t0, t_rollout, skipped: str | None = None) -> dict:
+    def _finish_metrics(self, t0: float, t_rollout: float, skipped: str | None = None) -> dict:
         out = {
             "rollout_seconds": t_rollout,
             "step_seconds": time.perf_counter() - t0,

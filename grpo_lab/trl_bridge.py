@@ -23,7 +23,7 @@ from collections import defaultdict
 import torch
 
 from .algorithms import Algorithm, get_algorithm
-from .checks import check_choice
+from .checks import check_choice, check_positive_int
 
 LOSS_TYPE = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
 """The lab's ``aggregation`` -> TRL's ``loss_type``. ``"bnpo"`` is also ``token_mean`` on one process
@@ -129,7 +129,9 @@ def trl_gaps(algo="grpo") -> list[str]:
     elif a.beta > 0 and a.kl_kind != "k3":
         gaps.append(f"KL estimator {a.kl_kind}: GRPOTrainer's KL is always k3")
     if a.advantage == "gfpo":
-        gaps.append("GFPO's filter (sample G, train on k): GFPOTrainer was removed from trl.experimental (huggingface/trl#6309)")
+        gaps.append(
+            "GFPO's filter (sample G, train on k): GFPOTrainer was removed from trl.experimental (huggingface/trl#6309)"
+        )
     if a.dynamic_sampling:
         gaps.append("DAPO's dynamic sampling (drop all-equal groups, refill): not in GRPOTrainer")
     if a.dual_clip is not None and a.dual_clip <= 1 + (a.clip_high if a.clip_high is not None else a.clip_low):
@@ -156,8 +158,18 @@ class _IdentityAccelerator:
         return x
 
 
-def trl_stand_in(logp, loss_type="dapo", importance_sampling_level="token", epsilon=0.2, epsilon_high=None, beta=0.0,
-                 max_completion_length=None, delta=None, use_bias_correction_kl=False, entropies=None):
+def trl_stand_in(
+    logp,
+    loss_type="dapo",
+    importance_sampling_level="token",
+    epsilon=0.2,
+    epsilon_high=None,
+    beta=0.0,
+    max_completion_length=None,
+    delta=None,
+    use_bias_correction_kl=False,
+    entropies=None,
+):
     """An object with exactly the attributes ``GRPOTrainer._compute_loss`` (trl 1.16) reads, whose
     ``_get_per_token_logps_and_entropies`` returns ``logp`` (so gradients flow to the caller's tensor)."""
     entropies = torch.zeros_like(logp.detach()) if entropies is None else entropies
@@ -189,9 +201,22 @@ def trl_stand_in(logp, loss_type="dapo", importance_sampling_level="token", epsi
     )
 
 
-def trl_policy_loss(logp, old_logp, advantages, mask, loss_type="dapo", importance_sampling_level="token", epsilon=0.2,
-                    epsilon_high=None, beta=0.0, ref_logp=None, max_completion_length=None, delta=None,
-                    use_bias_correction_kl=False, entropies=None):
+def trl_policy_loss(
+    logp,
+    old_logp,
+    advantages,
+    mask,
+    loss_type="dapo",
+    importance_sampling_level="token",
+    epsilon=0.2,
+    epsilon_high=None,
+    beta=0.0,
+    ref_logp=None,
+    max_completion_length=None,
+    delta=None,
+    use_bias_correction_kl=False,
+    entropies=None,
+):
     """TRL's own ``GRPOTrainer._compute_loss`` on a batch of per-token log-probs.
 
     ``logp`` ``[B, T]`` (may require grad: the loss is differentiable w.r.t. it), ``old_logp`` ``[B, T]`` or
@@ -212,8 +237,18 @@ def trl_policy_loss(logp, old_logp, advantages, mask, loss_type="dapo", importan
     if beta != 0.0 and ref_logp is None:
         raise ValueError(f"ref_logp must be given when beta != 0, got None with beta={beta}")
     B, T = logp.shape
-    stand_in = trl_stand_in(logp, loss_type, importance_sampling_level, epsilon, epsilon_high, beta,
-                            max_completion_length, delta, use_bias_correction_kl, entropies)
+    stand_in = trl_stand_in(
+        logp,
+        loss_type,
+        importance_sampling_level,
+        epsilon,
+        epsilon_high,
+        beta,
+        max_completion_length,
+        delta,
+        use_bias_correction_kl,
+        entropies,
+    )
     mask = mask.long()
     inputs = {
         "prompt_ids": torch.ones(B, 1, dtype=torch.long),
@@ -274,9 +309,21 @@ class _StepTimer:
         return StepTimer()
 
 
-def make_trl_trainer(model, tokenizer, task, algo="grpo", steps: int = 10, prompts_per_step: int = 16,
-                     group_size: int = 8, max_new_tokens: int = 32, lr: float = 1e-4, temperature: float = 1.0,
-                     seed: int = 0, output_dir: str | None = None, **config_overrides):
+def make_trl_trainer(
+    model,
+    tokenizer,
+    task,
+    algo="grpo",
+    steps: int = 10,
+    prompts_per_step: int = 16,
+    group_size: int = 8,
+    max_new_tokens: int = 32,
+    lr: float = 1e-4,
+    temperature: float = 1.0,
+    seed: int = 0,
+    output_dir: str | None = None,
+    **config_overrides,
+):
     """A TRL ``GRPOTrainer`` that trains ``model`` on ``task`` with the lab preset ``algo``'s settings.
 
     Offline, no logging service (``report_to="none"``), no checkpoints, one process; float32 and no
@@ -294,10 +341,17 @@ def make_trl_trainer(model, tokenizer, task, algo="grpo", steps: int = 10, promp
     blocking = trl_gaps(a)
     if blocking:
         raise ValueError(f"algo {a.name!r} needs what TRL's GRPOTrainer does not have: {'; '.join(blocking)}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
-    cfg = TrainConfig(algo="grpo", steps=steps, prompts_per_step=prompts_per_step, group_size=group_size,
-                      max_new_tokens=max_new_tokens, lr=lr, temperature=temperature, seed=seed)
+    check_positive_int("steps", steps)
+    cfg = TrainConfig(
+        algo="grpo",
+        steps=steps,
+        prompts_per_step=prompts_per_step,
+        group_size=group_size,
+        max_new_tokens=max_new_tokens,
+        lr=lr,
+        temperature=temperature,
+        seed=seed,
+    )
     kw = grpo_config_kwargs(a, cfg)
     on_cpu = next(model.parameters()).device.type == "cpu"
     kw.update(
@@ -320,11 +374,18 @@ def make_trl_trainer(model, tokenizer, task, algo="grpo", steps: int = 10, promp
     if a.overlong_penalty:
         from trl.rewards import get_soft_overlong_punishment
 
-        reward_funcs.append(get_soft_overlong_punishment(max_completion_len=max_new_tokens, soft_punish_cache=a.overlong_cache))
+        reward_funcs.append(
+            get_soft_overlong_punishment(max_completion_len=max_new_tokens, soft_punish_cache=a.overlong_cache)
+        )
     timer = _StepTimer()
-    trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args,
-                          train_dataset=task.train.select_columns(["prompt", "answer"]),
-                          processing_class=tokenizer, callbacks=[timer])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=task.train.select_columns(["prompt", "answer"]),
+        processing_class=tokenizer,
+        callbacks=[timer],
+    )
     trainer.step_timer = timer
     _quiet_progress(trainer)
     return trainer

@@ -6,14 +6,23 @@ from ``viz.py``; this file only wires controls to them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
 import matplotlib.pyplot as plt
 import torch
 
 from . import viz
 from .advantages import gae, group_advantages
+from .checks import check_positive_int
+from .losses import sequence_log_ratio, token_gradient_weights
+
+if TYPE_CHECKING:
+    import ipywidgets
+    from transformers import PreTrainedTokenizerBase
 
 
-def explore(draw, **controls):
+def explore(draw: Callable[..., object], **controls: ipywidgets.Widget) -> ipywidgets.interactive:
     """``draw(**values)`` redrawn whenever one of ``controls`` (ipywidgets) moves."""
     import ipywidgets as w
 
@@ -29,19 +38,29 @@ def explore(draw, **controls):
 def _float(value, lo, hi, step, description, fmt=".2f"):
     import ipywidgets as w
 
-    return w.FloatSlider(value=value, min=lo, max=hi, step=step, description=description, readout_format=fmt,
-                         continuous_update=False, style={"description_width": "initial"})
+    return w.FloatSlider(
+        value=value,
+        min=lo,
+        max=hi,
+        step=step,
+        description=description,
+        readout_format=fmt,
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
 
 
-def clip_explorer(eps_low: float = 0.2, eps_high: float | None = None, asymmetric: bool = False):
-    """PPO's clipped objective for A > 0 and A < 0 with eps sliders (eps_high too when ``asymmetric``)."""
-    controls = {"eps_low": _float(eps_low, 0.01, 0.6, 0.01, "eps (low)")}
+def clip_explorer(
+    clip_low: float = 0.2, clip_high: float | None = None, asymmetric: bool = False
+) -> ipywidgets.interactive:
+    """PPO's clipped objective for A > 0 and A < 0 with a clip slider (``clip_high`` too when ``asymmetric``)."""
+    controls = {"clip_low": _float(clip_low, 0.01, 0.6, 0.01, "clip_low")}
     if asymmetric:
-        controls["eps_high"] = _float(eps_high if eps_high is not None else eps_low, 0.01, 0.6, 0.01, "eps_high")
-    return explore(lambda eps_low, eps_high=None: viz.plot_clipped_objective(eps_low, eps_high), **controls)
+        controls["clip_high"] = _float(clip_high if clip_high is not None else clip_low, 0.01, 0.6, 0.01, "clip_high")
+    return explore(lambda clip_low, clip_high=None: viz.plot_clipped_objective(clip_low, clip_high), **controls)
 
 
-def gae_explorer(rewards: list[float], values: list[float], tokens: list[str] | None = None):
+def gae_explorer(rewards: list[float], values: list[float], tokens: list[str] | None = None) -> ipywidgets.interactive:
     """GAE advantages of one completion with gamma and lambda sliders."""
 
     def draw(gamma, lam):
@@ -49,14 +68,15 @@ def gae_explorer(rewards: list[float], values: list[float], tokens: list[str] | 
         v = torch.tensor([values], dtype=torch.float64)
         adv, ret = gae(r, v, torch.ones_like(r), gamma, lam)
         viz.plot_token_values(
-            {"reward r_t": rewards, "value V(s_t)": values, "advantage A_t": adv[0].tolist()}, tokens,
+            {"reward r_t": rewards, "value V(s_t)": values, "advantage A_t": adv[0].tolist()},
+            tokens,
             title=f"GAE with gamma={gamma:.2f}, lambda={lam:.2f}: lambda=0 is one-step TD, lambda=1 the full return",
         )
 
     return explore(draw, gamma=_float(1.0, 0.5, 1.0, 0.01, "gamma"), lam=_float(0.95, 0.0, 1.0, 0.05, "lambda"))
 
 
-def group_advantage_explorer(correct_prob: torch.Tensor, seed: int = 0, max_group: int = 16):
+def group_advantage_explorer(correct_prob: torch.Tensor, seed: int = 0, max_group: int = 16) -> ipywidgets.interactive:
     """Sample binary rewards for a few prompts of given difficulty; G slider, std on/off."""
     import ipywidgets as w
 
@@ -65,15 +85,28 @@ def group_advantage_explorer(correct_prob: torch.Tensor, seed: int = 0, max_grou
         rewards = torch.bernoulli(correct_prob.repeat_interleave(G), generator=gen)
         adv = group_advantages(rewards, G, scale="group" if use_std else "none")
         n_zero = int(sum(1 for g in rewards.view(-1, G) if g.min() == g.max()))
-        viz.plot_group_advantages(rewards, adv, G, title=f"G = {G}, {'divided by std' if use_std else 'no std (Dr. GRPO)'}: "
-                                  f"{n_zero} of {len(correct_prob)} groups all-equal, so all-zero advantages")
+        viz.plot_group_advantages(
+            rewards,
+            adv,
+            G,
+            title=f"G = {G}, {'divided by std' if use_std else 'no std (Dr. GRPO)'}: "
+            f"{n_zero} of {len(correct_prob)} groups all-equal, so all-zero advantages",
+        )
 
     G = w.IntSlider(value=4, min=2, max=max_group, step=1, description="G", continuous_update=False)
     std = w.Checkbox(value=True, description="divide by group std")
     return explore(draw, G=G, use_std=std)
 
 
-def temperature_explorer(model, tokenizer, prompt: str, answer: int, reward_fn, group_size: int = 8, seed: int = 0):
+def temperature_explorer(
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    prompt: str,
+    answer: int,
+    reward_fn: Callable[[str, int, bool], float],
+    group_size: int = 8,
+    seed: int = 0,
+) -> ipywidgets.interactive:
     """Sample one group at the slider's temperature: lower T, less spread, fewer useful groups."""
     import ipywidgets as w
 
@@ -87,15 +120,26 @@ def temperature_explorer(model, tokenizer, prompt: str, answer: int, reward_fn, 
         rewards = torch.tensor(score_completions(reward_fn, ro.texts, [answer] * group_size, ro.finished.tolist()))
         adv = group_advantages(rewards, group_size)
         ent = float((ro.entropy * ro.completion_mask).sum() / ro.completion_mask.sum())
-        viz.plot_group(ro.texts, rewards, adv, title=f"T = {temperature:.2f}: {int(rewards.sum())}/{group_size} right, "
-                       f"entropy {ent:.2f} nats/token")
+        viz.plot_group(
+            ro.texts,
+            rewards,
+            adv,
+            title=f"T = {temperature:.2f}: {int(rewards.sum())}/{group_size} right, entropy {ent:.2f} nats/token",
+        )
 
-    T = w.FloatSlider(value=1.0, min=0.1, max=2.0, step=0.1, description="temperature", continuous_update=False,
-                      style={"description_width": "initial"})
+    T = w.FloatSlider(
+        value=1.0,
+        min=0.1,
+        max=2.0,
+        step=0.1,
+        description="temperature",
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
     return explore(draw, temperature=T)
 
 
-def gspo_ratio_explorer(log_ratios: dict, mask, advantages):
+def gspo_ratio_explorer(log_ratios: dict, mask: torch.Tensor, advantages: torch.Tensor) -> ipywidgets.interactive:
     """GSPO's ratios after n off-policy mini-batch steps, with the clip range on a log slider.
 
     ``log_ratios`` maps a label (e.g. the learning rate) to a list of ``[B, T]`` token log-ratios
@@ -105,29 +149,55 @@ def gspo_ratio_explorer(log_ratios: dict, mask, advantages):
 
     labels = list(log_ratios)
     if not labels or any(len(v) == 0 for v in log_ratios.values()):
-        raise ValueError(f"log_ratios must map at least one label to a non-empty list of [B, T] tensors, got {len(labels)} label(s)")
+        raise ValueError(
+            f"log_ratios must map at least one label to a non-empty list of [B, T] tensors, got {len(labels)} label(s)"
+        )
     n_steps = len(log_ratios[labels[0]])
 
-    def draw(label, steps, eps):
+    def draw(label, steps, clip):
         lr = log_ratios[label][steps - 1]
-        seq = (lr * mask).sum(1) / mask.sum(1)
-        share_seq = viz.clip_share(seq, advantages, eps)
-        share_tok = viz.clip_share(lr[mask.bool()], torch.as_tensor(advantages).unsqueeze(1).expand_as(lr)[mask.bool()], eps)
+        seq = sequence_log_ratio(lr, mask)
+        valid = torch.as_tensor(mask).bool()
+        share_seq = viz.clip_share(seq, advantages, clip)
+        share_tok = viz.clip_share(lr[valid], torch.as_tensor(advantages).unsqueeze(1).expand_as(lr)[valid], clip)
         fig, axes = plt.subplots(1, 2, figsize=(12, 3.4), gridspec_kw={"width_ratios": [1.4, 1]})
-        viz.plot_gspo_ratios(lr, mask, eps, ax=axes[0], title=f"{label}, after {steps} mini-batch step(s): "
-                             f"eps {eps:.1e} clips {share_seq:.0%} of sequences, {share_tok:.0%} of tokens")
-        viz.plot_clip_share_vs_eps(lr, mask, advantages, eps, ax=axes[1])
+        viz.plot_gspo_ratios(
+            lr,
+            mask,
+            clip,
+            ax=axes[0],
+            title=f"{label}, after {steps} mini-batch step(s): "
+            f"1 ± {clip:.1e} clips {share_seq:.0%} of sequences, {share_tok:.0%} of tokens",
+        )
+        viz.plot_clip_share_vs_eps(lr, mask, advantages, clip, ax=axes[1])
         fig.tight_layout()
 
     label = w.Dropdown(options=labels, value=labels[-1], description="run")
-    steps = w.IntSlider(value=1, min=1, max=n_steps, step=1, description="mini-batch steps", continuous_update=False,
-                        style={"description_width": "initial"})
-    eps = w.FloatLogSlider(value=4e-4, base=10, min=-6, max=0, step=0.25, description="clip eps", readout_format=".1e",
-                           continuous_update=False)
-    return explore(draw, label=label, steps=steps, eps=eps)
+    steps = w.IntSlider(
+        value=1,
+        min=1,
+        max=n_steps,
+        step=1,
+        description="mini-batch steps",
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
+    clip = w.FloatLogSlider(
+        value=4e-4,
+        base=10,
+        min=-6,
+        max=0,
+        step=0.25,
+        description="clip range",
+        readout_format=".1e",
+        continuous_update=False,
+    )
+    return explore(draw, label=label, steps=steps, clip=clip)
 
 
-def gfpo_explorer(texts: list[list[str]], correct, lengths):
+def gfpo_explorer(
+    texts: list[list[str]], correct: torch.Tensor, lengths: torch.Tensor | None
+) -> ipywidgets.interactive:
     """GFPO's filter on real samples: sliders for G (how many sampled) and k (how many kept), and the metric.
 
     ``texts[p]`` are the completions sampled for prompt p; ``correct`` and ``lengths`` are
@@ -140,8 +210,10 @@ def gfpo_explorer(texts: list[list[str]], correct, lengths):
     correct = torch.as_tensor(correct, dtype=torch.float32)
     lengths = torch.as_tensor(lengths)
     if correct.dim() != 2 or lengths.shape != correct.shape or len(texts) != correct.shape[0]:
-        raise ValueError(f"correct and lengths must both be [P, G_max] with P = len(texts) = {len(texts)}, "
-                         f"got {tuple(correct.shape)} and {tuple(lengths.shape)}")
+        raise ValueError(
+            f"correct and lengths must both be [P, G_max] with P = len(texts) = {len(texts)}, "
+            f"got {tuple(correct.shape)} and {tuple(lengths.shape)}"
+        )
     P, G_max = correct.shape
 
     def draw(G, k, metric):
@@ -154,50 +226,78 @@ def gfpo_explorer(texts: list[list[str]], correct, lengths):
         for p, ax in enumerate(axes):
             sl = slice(p * G, (p + 1) * G)
             kept_r = r[sl][keep[sl]]
-            verdict = "ALL ZERO (kept set all equal)" if kept_r.min() == kept_r.max() else f"{int(kept_r.sum())} right, {int((1 - kept_r).sum())} wrong kept"
-            viz.plot_gfpo_group(texts[p][:G], r[sl], keep[sl], adv[sl], lengths=L[sl], ax=ax,
-                                title=f"prompt {p}: {int(r[sl].sum())}/{G} right; kept {k}: {verdict}")
-        fig.suptitle(f"GFPO: sample G = {G}, keep the {k} {'shortest' if metric == 'length' else 'most token-efficient'}", fontsize=10)
+            verdict = (
+                "ALL ZERO (kept set all equal)"
+                if kept_r.min() == kept_r.max()
+                else f"{int(kept_r.sum())} right, {int((1 - kept_r).sum())} wrong kept"
+            )
+            viz.plot_gfpo_group(
+                texts[p][:G],
+                r[sl],
+                keep[sl],
+                adv[sl],
+                lengths=L[sl],
+                ax=ax,
+                title=f"prompt {p}: {int(r[sl].sum())}/{G} right; kept {k}: {verdict}",
+            )
+        fig.suptitle(
+            f"GFPO: sample G = {G}, keep the {k} {'shortest' if metric == 'length' else 'most token-efficient'}",
+            fontsize=10,
+        )
         fig.tight_layout()
 
-    G = w.IntSlider(value=min(16, G_max), min=2, max=G_max, step=1, description="G sampled", continuous_update=False,
-                    style={"description_width": "initial"})
-    k = w.IntSlider(value=min(8, G_max), min=1, max=G_max, step=1, description="k kept", continuous_update=False,
-                    style={"description_width": "initial"})
+    G = w.IntSlider(
+        value=min(16, G_max),
+        min=2,
+        max=G_max,
+        step=1,
+        description="G sampled",
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
+    k = w.IntSlider(
+        value=min(8, G_max),
+        min=1,
+        max=G_max,
+        step=1,
+        description="k kept",
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
     metric = w.ToggleButtons(options=["length", "token_efficiency"], value="length", description="metric")
     return explore(draw, G=G, k=k, metric=metric)
 
 
 def _token_weights(lengths, advantages, aggregation: str, max_len: int) -> torch.Tensor:
-    """``-d loss / d log pi`` for every token (on-policy), by autograd through ``policy_loss``;
-    NaN on padding. ``[B]`` lengths and advantages -> ``[B, max_len]``."""
-    from .losses import policy_loss
-
-    lengths = torch.as_tensor(lengths)
-    mask = (torch.arange(max_len).unsqueeze(0) < lengths.unsqueeze(1)).double()
-    logp = torch.zeros(len(lengths), max_len, dtype=torch.float64, requires_grad=True)
-    loss, _ = policy_loss(logp, logp.detach(), torch.as_tensor(advantages, dtype=torch.float64), mask,
-                          aggregation=aggregation, max_len=max_len)
-    (grad,) = torch.autograd.grad(loss, logp)
-    return (-grad).masked_fill(mask == 0, float("nan"))
+    """``losses.token_gradient_weights`` with NaN on padding, so a plot leaves those cells blank."""
+    weights = token_gradient_weights(lengths, advantages, aggregation, max_len)
+    padding = torch.arange(max_len).unsqueeze(0) >= torch.as_tensor(lengths).unsqueeze(1)
+    return weights.masked_fill(padding, float("nan"))
 
 
-def aggregation_explorer(short: int = 4, long: int = 16, max_len: int = 32):
+def aggregation_explorer(short: int = 4, long: int = 16, max_len: int = 32) -> ipywidgets.interactive:
     """Per-token gradient weights of a short and a long completion, right (A = +1) and wrong
     (A = -1), under the aggregation chosen; sliders for the two lengths."""
     import ipywidgets as w
 
-    for name, v in (("short", short), ("long", long)):
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= max_len:
-            raise ValueError(f"{name} must be an int in [1, max_len={max_len}], got {v!r}")
-    names = {"seq_mean_token_mean": "GRPO: seq-mean-token-mean (1/|o_i| per sequence)",
-             "token_mean": "DAPO / TRL default: token-mean (1/sum|o|)",
-             "seq_mean_token_sum_norm": f"Dr. GRPO: constant normaliser (1/(B*L_max), L_max={max_len})"}
+    check_positive_int("max_len", max_len)
+    check_positive_int("short", short, maximum=max_len)
+    check_positive_int("long", long, maximum=max_len)
+    names = {
+        "seq_mean_token_mean": "GRPO: seq-mean-token-mean (1/|o_i| per sequence)",
+        "token_mean": "DAPO / TRL default: token-mean (1/sum|o|)",
+        "seq_mean_token_sum_norm": f"Dr. GRPO: constant normaliser (1/(B*L_max), L_max={max_len})",
+    }
 
     def draw(short_len, long_len, aggregation):
         lengths = [short_len, long_len, short_len, long_len]
         weights = _token_weights(lengths, [1.0, 1.0, -1.0, -1.0], aggregation, max_len)
-        labels = [f"right, {short_len} tok", f"right, {long_len} tok", f"wrong, {short_len} tok", f"wrong, {long_len} tok"]
+        labels = [
+            f"right, {short_len} tok",
+            f"right, {long_len} tok",
+            f"wrong, {short_len} tok",
+            f"wrong, {long_len} tok",
+        ]
         fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 2.8), gridspec_kw={"width_ratios": [3, 1]})
         viz.plot_token_weights({names[aggregation]: weights}, labels, axes=[ax])
         total = torch.nan_to_num(weights).sum(dim=1)
@@ -210,22 +310,38 @@ def aggregation_explorer(short: int = 4, long: int = 16, max_len: int = 32):
         bx.set_title(f"per token: short {per_tok[0]:.4f}, long {per_tok[1]:.4f}", fontsize=9)
         fig.tight_layout()
 
-    s = w.IntSlider(value=short, min=1, max=max_len, description="short length", continuous_update=False,
-                    style={"description_width": "initial"})
-    l = w.IntSlider(value=long, min=1, max=max_len, description="long length", continuous_update=False,
-                    style={"description_width": "initial"})
+    s = w.IntSlider(
+        value=short,
+        min=1,
+        max=max_len,
+        description="short length",
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
+    long_slider = w.IntSlider(
+        value=long,
+        min=1,
+        max=max_len,
+        description="long length",
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
     agg = w.Dropdown(options=list(names), value="seq_mean_token_mean", description="aggregation")
-    return explore(draw, short_len=s, long_len=l, aggregation=agg)
+    return explore(draw, short_len=s, long_len=long_slider, aggregation=agg)
 
 
-def overlong_penalty_explorer(lengths=None, max_len: int = 32, cache_len: int = 8):
+def overlong_penalty_explorer(
+    lengths: torch.Tensor | None = None, max_len: int = 32, cache_len: int = 8
+) -> ipywidgets.interactive:
     """DAPO's soft overlong penalty with L_max and L_cache sliders (and, if given, a histogram of
     sampled lengths with the share that would be penalised)."""
     import ipywidgets as w
 
     from .rewards import soft_overlong_penalty
 
-    soft_overlong_penalty(torch.as_tensor(lengths) if lengths is not None else torch.zeros(1), max_len, cache_len)  # ValueError on bad input
+    soft_overlong_penalty(
+        torch.as_tensor(lengths) if lengths is not None else torch.zeros(1), max_len, cache_len
+    )  # ValueError on bad input
 
     def draw(L_max, L_cache):
         viz.plot_overlong_penalty(L_max, min(L_cache, L_max), lengths)
@@ -235,7 +351,7 @@ def overlong_penalty_explorer(lengths=None, max_len: int = 32, cache_len: int = 
     return explore(draw, L_max=L_max, L_cache=L_cache)
 
 
-def trl_loss_type_explorer(max_completion_length: int = 32):
+def trl_loss_type_explorer(max_completion_length: int = 32) -> ipywidgets.interactive:
     """Two answers to one prompt, right (A = +1) and wrong (A = -1): slide their lengths and see, from TRL's own
     ``GRPOTrainer._compute_loss``, how hard each ``loss_type`` pushes each token and each whole answer."""
     import ipywidgets as w
@@ -251,26 +367,51 @@ def trl_loss_type_explorer(max_completion_length: int = 32):
         weights = {}
         for loss_type in ("grpo", "bnpo", "dapo", "dr_grpo"):
             logp = torch.full((2, T), -1.0, dtype=torch.float64, requires_grad=True)
-            loss, _ = trl_policy_loss(logp, None, adv, mask, loss_type=loss_type, max_completion_length=max_completion_length)
+            loss, _ = trl_policy_loss(
+                logp, None, adv, mask, loss_type=loss_type, max_completion_length=max_completion_length
+            )
             (grad,) = torch.autograd.grad(loss, logp)
             weights[loss_type] = (float(grad[0, 0].abs()), float(grad[1, 0].abs()))
         ratio = weights["grpo"][1] * len_wrong / (weights["grpo"][0] * len_right)
-        viz.plot_trl_loss_weights(weights, (len_right, len_wrong), max_completion_length,
-                                  title=f"grpo pushes each token of the {len_wrong}-token wrong answer "
-                                        f"{weights['grpo'][1] / weights['grpo'][0]:.2f}x as hard as the right one's "
-                                        f"(whole answer {ratio:.2f}x); the others weigh every token alike")
+        viz.plot_trl_loss_weights(
+            weights,
+            (len_right, len_wrong),
+            max_completion_length,
+            title=f"grpo pushes each token of the {len_wrong}-token wrong answer "
+            f"{weights['grpo'][1] / weights['grpo'][0]:.2f}x as hard as the right one's "
+            f"(whole answer {ratio:.2f}x); the others weigh every token alike",
+        )
 
-    right = w.IntSlider(value=8, min=1, max=max_completion_length, description="right length", continuous_update=False,
-                        style={"description_width": "initial"})
-    wrong = w.IntSlider(value=24, min=1, max=max_completion_length, description="wrong length", continuous_update=False,
-                        style={"description_width": "initial"})
+    right = w.IntSlider(
+        value=8,
+        min=1,
+        max=max_completion_length,
+        description="right length",
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
+    wrong = w.IntSlider(
+        value=24,
+        min=1,
+        max=max_completion_length,
+        description="wrong length",
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
     return explore(draw, len_right=right, len_wrong=wrong)
 
 
-def zero_std_explorer(model, tokenizer, prompts: list[str], answers: list[int], reward_fn, group_size: int = 8, seed: int = 0):
+def zero_std_explorer(
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    answers: list[int],
+    reward_fn: Callable[[str, int, bool], float],
+    group_size: int = 8,
+    seed: int = 0,
+) -> ipywidgets.interactive:
     """Sample G completions for each prompt at the slider's temperature and show how many groups
     are all-right or all-wrong (zero std, so zero advantage): cold sampling starves GRPO of signal."""
-    import ipywidgets as w
 
     from .rollout import encode_prompts, sample_group
     from .tasks import score_completions
@@ -281,9 +422,14 @@ def zero_std_explorer(model, tokenizer, prompts: list[str], answers: list[int], 
     def draw(temperature):
         gen = torch.Generator().manual_seed(seed)
         ro = sample_group(model, tokenizer, ids, mask, G, 32, temperature, gen)
-        r = torch.tensor(score_completions(reward_fn, ro.texts, [a for a in answers for _ in range(G)], ro.finished.tolist()))
+        r = torch.tensor(
+            score_completions(reward_fn, ro.texts, [a for a in answers for _ in range(G)], ro.finished.tolist())
+        )
         right = r.view(-1, G).sum(dim=1)
-        colors = [viz.COLORS["pos"] if c == G else viz.COLORS["neg"] if c == 0 else viz.COLORS["neutral"] for c in right.tolist()]
+        colors = [
+            viz.COLORS["pos"] if c == G else viz.COLORS["neg"] if c == 0 else viz.COLORS["neutral"]
+            for c in right.tolist()
+        ]
         zero = sum(1 for c in right.tolist() if c in (0, G))
         ent = float((ro.entropy * ro.completion_mask).sum() / ro.completion_mask.sum())
         fig, ax = plt.subplots(figsize=(8, 3))
@@ -291,14 +437,19 @@ def zero_std_explorer(model, tokenizer, prompts: list[str], answers: list[int], 
         ax.set_ylim(0, G + 0.5)
         ax.set_xlabel("prompt (green: all right, red: all wrong, grey: mixed)")
         ax.set_ylabel(f"right answers of G = {G}")
-        ax.set_title(f"T = {temperature:.2f}: {zero} of {len(prompts)} groups have zero std (no gradient); "
-                     f"entropy {ent:.2f} nats/token", fontsize=10)
+        ax.set_title(
+            f"T = {temperature:.2f}: {zero} of {len(prompts)} groups have zero std (no gradient); "
+            f"entropy {ent:.2f} nats/token",
+            fontsize=10,
+        )
         fig.tight_layout()
 
     return explore(draw, temperature=_float(1.0, 0.05, 2.0, 0.05, "temperature"))
 
 
-def seed_spread_explorer(results: dict, metrics=None, baseline: str | None = None):
+def seed_spread_explorer(
+    results: dict, metrics: Sequence[str] | None = None, baseline: str | None = None
+) -> ipywidgets.interactive:
     """The bake-off table, one metric at a time: dots per seed, and whether each algorithm's gap to
     ``baseline`` is more than twice its standard error, with the first n seeds (slider)."""
     import ipywidgets as w
@@ -318,7 +469,11 @@ def seed_spread_explorer(results: dict, metrics=None, baseline: str | None = Non
                 if a != baseline and None not in v and None not in values[baseline]:
                     d = difference(values[baseline], v)
                     verdicts.append(f"{a} {d['diff']:+.3g}{'*' if d['clear'] else ''}")
-        note = (f"vs {baseline} (* = more than 2 SE): " + ", ".join(verdicts)) if verdicts else "one seed: no way to tell noise"
+        note = (
+            (f"vs {baseline} (* = more than 2 SE): " + ", ".join(verdicts))
+            if verdicts
+            else "one seed: no way to tell noise"
+        )
         viz.plot_seed_dots(values, RUN_METRICS[metric][0], title=f"{seeds} seed(s). {note}")
 
     metric = w.Dropdown(options=metrics, value=metrics[0], description="metric")

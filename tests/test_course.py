@@ -9,9 +9,33 @@ from grpo_lab import course
 from grpo_lab.trainer import TrainConfig, run
 
 # What the notebooks read from a history file (see notebooks 01 and 03).
-SUMMARY_KEYS = {"algo", "steps", "seed", "wall_seconds", "train_seconds", "before", "after", "evals", "peak_memory_mb", "history"}
-STEP_KEYS = {"step", "loss", "accuracy", "wall_seconds", "step_seconds", "length_mean", "length_correct", "length_wrong",
-             "entropy", "kl", "clip_frac", "reward_std_within_group", "zero_std_frac"}
+SUMMARY_KEYS = {
+    "algo",
+    "steps",
+    "seed",
+    "wall_seconds",
+    "train_seconds",
+    "before",
+    "after",
+    "evals",
+    "peak_memory_mb",
+    "history",
+}
+STEP_KEYS = {
+    "step",
+    "loss",
+    "accuracy",
+    "wall_seconds",
+    "step_seconds",
+    "length_mean",
+    "length_correct",
+    "length_wrong",
+    "entropy",
+    "kl",
+    "clip_frac",
+    "reward_std_within_group",
+    "zero_std_frac",
+}
 
 
 def test_profile_follows_the_environment_variable(monkeypatch):
@@ -56,8 +80,12 @@ def test_committed_histories_have_what_the_notebooks_read(path):
 
 
 def test_a_short_regeneration_has_the_same_format():
-    s = run(TrainConfig(algo="grpo", steps=2, prompts_per_step=2, group_size=2, max_new_tokens=16), n_eval=8,
-            progress=False, eval_every=1)
+    s = run(
+        TrainConfig(algo="grpo", steps=2, prompts_per_step=2, group_size=2, max_new_tokens=16),
+        n_eval=8,
+        progress=False,
+        eval_every=1,
+    )
     assert SUMMARY_KEYS <= set(s)
     assert STEP_KEYS <= set(s["history"][0])
     assert [e["step"] for e in s["evals"]] == [1, 2]

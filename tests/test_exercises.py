@@ -34,7 +34,11 @@ def _weights_wrong(normaliser):
 
 
 def _right_norm(L, B, max_len, agg):
-    return {"seq_mean_token_mean": B * L, "token_mean": L.sum().expand_as(L), "seq_mean_token_sum_norm": torch.full_like(L, B * max_len)}[agg]
+    return {
+        "seq_mean_token_mean": B * L,
+        "token_mean": L.sum().expand_as(L),
+        "seq_mean_token_sum_norm": torch.full_like(L, B * max_len),
+    }[agg]
 
 
 def _dr_grpo_wrong(adv_fn, norm_fn):
@@ -60,8 +64,12 @@ def _overlong_wrong(kind):
         if kind == "hard":  # no ramp: -1 as soon as the expected maximum is passed
             return torch.where(n <= start, torch.zeros_like(n), -torch.ones_like(n))
         if kind == "over_max_len":  # the ramp divided by max_len instead of cache_len
-            return torch.where(n <= start, torch.zeros_like(n), torch.where(n <= max_len, (start - n) / max_len, -torch.ones_like(n)))
-        return -torch.where(n <= start, torch.zeros_like(n), torch.where(n <= max_len, ramp, -torch.ones_like(n)))  # sign flipped
+            return torch.where(
+                n <= start, torch.zeros_like(n), torch.where(n <= max_len, (start - n) / max_len, -torch.ones_like(n))
+            )
+        return -torch.where(
+            n <= start, torch.zeros_like(n), torch.where(n <= max_len, ramp, -torch.ones_like(n))
+        )  # sign flipped
 
     return fn
 
@@ -82,36 +90,66 @@ WRONG = {
         lambda c, a, f: float(c == a),  # the classic bug: a str never equals an int, the reward is flat 0
         lambda c, a, f: float(str(a) in c),  # the answer anywhere, even inside '1210' or truncated
         lambda c, a, f: float(int(c.split(",")[-1].lstrip(".")) == a),  # crashes on malformed text, ignores EOS
-        lambda c, a, f: float(bool(re.findall(r"\d+", c)) and int(re.findall(r"\d+", c)[-1]) == a),  # ignores truncation and trailing symbols
+        lambda c, a, f: float(
+            bool(re.findall(r"\d+", c)) and int(re.findall(r"\d+", c)[-1]) == a
+        ),  # ignores truncation and trailing symbols
     ],
     "zero_std_share": [
         lambda r, g: float((r.view(-1, g).sum(1) == 0).float().mean()),  # counts all-wrong groups only
-        lambda r, g: float((r.view(-1, g) == r.view(-1, g)[:, :1]).all(1).float().repeat_interleave(g).sum()),  # a count of samples, not a share
+        lambda r, g: float(
+            (r.view(-1, g) == r.view(-1, g)[:, :1]).all(1).float().repeat_interleave(g).sum()
+        ),  # a count of samples, not a share
         lambda r, g: float(r.std() == 0),  # the whole batch, not each group
     ],
     "token_weights": [
-        _weights_wrong(lambda L, B, T, agg: L if agg == "seq_mean_token_mean" else _right_norm(L, B, T, agg)),  # GRPO without the 1/B
-        _weights_wrong(lambda L, B, T, agg: torch.full_like(L, B * T) if agg == "token_mean" else _right_norm(L, B, T, agg)),  # token mean counting padding
-        _weights_wrong(lambda L, B, T, agg: torch.full_like(L, B * float(L.max())) if agg == "seq_mean_token_sum_norm" else _right_norm(L, B, T, agg)),  # Dr. GRPO over the longest, not L_max
-        lambda lengths, advantages, aggregation, max_len: -_weights_wrong(_right_norm)(lengths, advantages, aggregation, max_len),  # the gradient, not the push
+        _weights_wrong(
+            lambda L, B, T, agg: L if agg == "seq_mean_token_mean" else _right_norm(L, B, T, agg)
+        ),  # GRPO without the 1/B
+        _weights_wrong(
+            lambda L, B, T, agg: torch.full_like(L, B * T) if agg == "token_mean" else _right_norm(L, B, T, agg)
+        ),  # token mean counting padding
+        _weights_wrong(
+            lambda L, B, T, agg: (
+                torch.full_like(L, B * float(L.max()))
+                if agg == "seq_mean_token_sum_norm"
+                else _right_norm(L, B, T, agg)
+            )
+        ),  # Dr. GRPO over the longest, not L_max
+        lambda lengths, advantages, aggregation, max_len: (
+            -_weights_wrong(_right_norm)(lengths, advantages, aggregation, max_len)
+        ),  # the gradient, not the push
     ],
     "dr_grpo_loss": [
-        _dr_grpo_wrong(lambda g: _centred(g) / (g.std(dim=1, keepdim=True) + 1e-4), lambda x, m, T: x.sum() / (m.shape[0] * T)),  # divides by the std (GRPO)
+        _dr_grpo_wrong(
+            lambda g: _centred(g) / (g.std(dim=1, keepdim=True) + 1e-4), lambda x, m, T: x.sum() / (m.shape[0] * T)
+        ),  # divides by the std (GRPO)
         _dr_grpo_wrong(_centred, lambda x, m, T: x.sum() / m.sum()),  # token mean (DAPO)
         _dr_grpo_wrong(_centred, lambda x, m, T: (x.sum(1) / m.sum(1)).mean()),  # per-sequence mean (GRPO)
-        _dr_grpo_wrong(_centred, lambda x, m, T: x.sum() / (m.shape[0] * m.sum(1).max())),  # longest completion, not L_max
+        _dr_grpo_wrong(
+            _centred, lambda x, m, T: x.sum() / (m.shape[0] * m.sum(1).max())
+        ),  # longest completion, not L_max
     ],
     "clip_higher_token_loss": [
         lambda r, a, lo, hi: -torch.minimum(r * a, r.clamp(1 - lo, 1 + lo) * a),  # symmetric: eps_high ignored
         lambda r, a, lo, hi: -torch.minimum(r * a, r.clamp(1 - hi, 1 + lo) * a),  # the two eps swapped
         lambda r, a, lo, hi: -r.clamp(1 - lo, 1 + hi) * a,  # clip without the min
     ],
-    "soft_overlong_penalty": [_overlong_wrong("no_cap"), _overlong_wrong("hard"), _overlong_wrong("over_max_len"), _overlong_wrong("sign")],
+    "soft_overlong_penalty": [
+        _overlong_wrong("no_cap"),
+        _overlong_wrong("hard"),
+        _overlong_wrong("over_max_len"),
+        _overlong_wrong("sign"),
+    ],
     "group_advantages": [
         lambda r, g, use_std=True: (r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True)).flatten(),  # never divides
-        lambda r, g, use_std=True: ((r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True)) / r.view(-1, g).std(1, keepdim=True)).flatten(),  # NaN on zero std
-        lambda r, g, use_std=True: ((r - r.mean()) / (r.std() + 1e-4)),  # batch, not group
-        lambda r, g, use_std=True: ((r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True)) / (r.view(-1, g).std(1, unbiased=False, keepdim=True) + 1e-4)).flatten(),  # population std
+        lambda r, g, use_std=True: (
+            (r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True)) / r.view(-1, g).std(1, keepdim=True)
+        ).flatten(),  # NaN on zero std
+        lambda r, g, use_std=True: (r - r.mean()) / (r.std() + 1e-4),  # batch, not group
+        lambda r, g, use_std=True: (
+            (r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True))
+            / (r.view(-1, g).std(1, unbiased=False, keepdim=True) + 1e-4)
+        ).flatten(),  # population std
     ],
     "masked_mean": [
         lambda x, m: (x * m).mean(),
@@ -136,7 +174,9 @@ WRONG = {
     "gae": [
         lambda r, v, gamma, lam: [r[t] - v[t] for t in range(len(r))],  # no bootstrap
         lambda r, v, gamma, lam: [sum(r[t:]) - v[t] for t in range(len(r))],  # ignores gamma and lambda
-        lambda r, v, gamma, lam: [r[t] + gamma * (v[t + 1] if t + 1 < len(v) else v[t]) - v[t] for t in range(len(r))],  # terminal V not 0
+        lambda r, v, gamma, lam: [
+            r[t] + gamma * (v[t + 1] if t + 1 < len(v) else v[t]) - v[t] for t in range(len(r))
+        ],  # terminal V not 0
     ],
     "k3": [
         lambda lp, ref: lp - ref,  # that is k1
@@ -144,37 +184,86 @@ WRONG = {
         lambda lp, ref: 0.5 * (ref - lp) ** 2,  # k2
     ],
     "sequence_ratio": [
-        lambda lp, old, m: torch.exp(((lp - old) * m).sum(1)),  # the raw sequence likelihood ratio, not length-normalised
+        lambda lp, old, m: torch.exp(
+            ((lp - old) * m).sum(1)
+        ),  # the raw sequence likelihood ratio, not length-normalised
         lambda lp, old, m: (torch.exp(lp - old) * m).sum(1) / m.sum(1),  # arithmetic mean of token ratios
         lambda lp, old, m: torch.exp(((lp - old) * m).mean(1)),  # mean over padding too
     ],
     "gspo_loss": [
-        lambda lp, old, a, m, lo, hi: -torch.minimum(torch.exp(lp - old) * a[:, None], torch.exp(lp - old).clamp(1 - lo, 1 + hi) * a[:, None]).mul(m).sum() / m.sum(),  # token ratios (GRPO)
+        lambda lp, old, a, m, lo, hi: (
+            -torch.minimum(torch.exp(lp - old) * a[:, None], torch.exp(lp - old).clamp(1 - lo, 1 + hi) * a[:, None])
+            .mul(m)
+            .sum()
+            / m.sum()
+        ),  # token ratios (GRPO)
         lambda lp, old, a, m, lo, hi: -(torch.exp(((lp - old) * m).sum(1) / m.sum(1)) * a).mean(),  # no clip
-        lambda lp, old, a, m, lo, hi: -(torch.exp(((lp - old) * m).sum(1) / m.sum(1)).clamp(1 - lo, 1 + hi) * a).mean(),  # clip without the min
-        lambda lp, old, a, m, lo, hi: torch.minimum(torch.exp(((lp - old) * m).sum(1) / m.sum(1)) * a, torch.exp(((lp - old) * m).sum(1) / m.sum(1)).clamp(1 - lo, 1 + hi) * a).mean(),  # wrong sign
+        lambda lp, old, a, m, lo, hi: (
+            -(torch.exp(((lp - old) * m).sum(1) / m.sum(1)).clamp(1 - lo, 1 + hi) * a).mean()
+        ),  # clip without the min
+        lambda lp, old, a, m, lo, hi: torch.minimum(
+            torch.exp(((lp - old) * m).sum(1) / m.sum(1)) * a,
+            torch.exp(((lp - old) * m).sum(1) / m.sum(1)).clamp(1 - lo, 1 + hi) * a,
+        ).mean(),  # wrong sign
     ],
     "gfpo_keep": [
-        lambda r, L, g, k: torch.cat([L.view(-1, g).argsort(1, descending=True).argsort(1) < k]).flatten(),  # the k longest
-        lambda r, L, g, k: L.argsort(stable=True).argsort() < k * (len(L) // g),  # shortest over the whole batch, not per group
-        lambda r, L, g, k: (r.view(-1, g).argsort(1, descending=True, stable=True).argsort(1) < k).flatten(),  # the k best rewards
+        lambda r, L, g, k: torch.cat(
+            [L.view(-1, g).argsort(1, descending=True).argsort(1) < k]
+        ).flatten(),  # the k longest
+        lambda r, L, g, k: (
+            L.argsort(stable=True).argsort() < k * (len(L) // g)
+        ),  # shortest over the whole batch, not per group
+        lambda r, L, g, k: (
+            r.view(-1, g).argsort(1, descending=True, stable=True).argsort(1) < k
+        ).flatten(),  # the k best rewards
     ],
     "gfpo_advantages": [
-        lambda r, keep, g: ((r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True)) / (r.view(-1, g).std(1, unbiased=False, keepdim=True) + 1e-6)).flatten(),  # stats over all G, nobody dropped
-        lambda r, keep, g: (((r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True)) / (r.view(-1, g).std(1, unbiased=False, keepdim=True) + 1e-6)) * keep.view(-1, g)).flatten(),  # stats over all G, dropped zeroed
-        lambda r, keep, g: torch.cat([torch.where(m.bool(), (x - x[m.bool()].mean()) / x[m.bool()].std(), torch.zeros_like(x)) for x, m in zip(r.view(-1, g), keep.view(-1, g))]),  # Bessel std, NaN on an all-equal set
+        lambda r, keep, g: (
+            (r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True))
+            / (r.view(-1, g).std(1, unbiased=False, keepdim=True) + 1e-6)
+        ).flatten(),  # stats over all G, nobody dropped
+        lambda r, keep, g: (
+            (
+                (r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True))
+                / (r.view(-1, g).std(1, unbiased=False, keepdim=True) + 1e-6)
+            )
+            * keep.view(-1, g)
+        ).flatten(),  # stats over all G, dropped zeroed
+        lambda r, keep, g: torch.cat(
+            [
+                torch.where(m.bool(), (x - x[m.bool()].mean()) / x[m.bool()].std(), torch.zeros_like(x))
+                for x, m in zip(r.view(-1, g), keep.view(-1, g))
+            ]
+        ),  # Bessel std, NaN on an all-equal set
     ],
     "trl_loss": [
         lambda x, m, lt, L: (x * m).sum() / m.sum(),  # token mean whatever the loss_type
-        lambda x, m, lt, L: x.mean(1).mean() if lt == "grpo" else (x * m).sum() / (m.sum() if lt != "dr_grpo" else x.shape[0] * L),  # grpo ignores the mask
-        lambda x, m, lt, L: ((x * m).sum(1) / m.sum(1)).mean() if lt == "grpo" else (x * m).sum() / (x.shape[0] * x.shape[1] if lt == "dr_grpo" else m.sum()),  # dr_grpo over the padded width, not max_completion_length
-        lambda x, m, lt, L: ((x * m).sum(1) / m.sum(1)).mean() if lt == "grpo" else (x * m).sum() / m.sum(),  # dr_grpo as a token mean
+        lambda x, m, lt, L: (
+            x.mean(1).mean() if lt == "grpo" else (x * m).sum() / (m.sum() if lt != "dr_grpo" else x.shape[0] * L)
+        ),  # grpo ignores the mask
+        lambda x, m, lt, L: (
+            ((x * m).sum(1) / m.sum(1)).mean()
+            if lt == "grpo"
+            else (x * m).sum() / (x.shape[0] * x.shape[1] if lt == "dr_grpo" else m.sum())
+        ),  # dr_grpo over the padded width, not max_completion_length
+        lambda x, m, lt, L: (
+            ((x * m).sum(1) / m.sum(1)).mean() if lt == "grpo" else (x * m).sum() / m.sum()
+        ),  # dr_grpo as a token mean
     ],
     "trl_advantages": [
-        lambda r, g, s: (r - r.mean()) / (r.std() + 1e-4) if s == "batch" else EXERCISES["trl_advantages"][2](r, g, s),  # batch: centred on the batch mean
+        lambda r, g, s: (
+            (r - r.mean()) / (r.std() + 1e-4) if s == "batch" else EXERCISES["trl_advantages"][2](r, g, s)
+        ),  # batch: centred on the batch mean
         lambda r, g, s: EXERCISES["trl_advantages"][2](r, g, "group" if s == "batch" else s),  # batch treated as group
         lambda r, g, s: EXERCISES["trl_advantages"][2](r, g, "group" if s == "none" else s),  # none still divides
-        lambda r, g, s: ((r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True)) / (r.view(-1, g).std(1, unbiased=False, keepdim=True) + 1e-4)).flatten() if s == "group" else EXERCISES["trl_advantages"][2](r, g, s),  # population std
+        lambda r, g, s: (
+            (
+                (r.view(-1, g) - r.view(-1, g).mean(1, keepdim=True))
+                / (r.view(-1, g).std(1, unbiased=False, keepdim=True) + 1e-4)
+            ).flatten()
+            if s == "group"
+            else EXERCISES["trl_advantages"][2](r, g, s)
+        ),  # population std
     ],
 }
 

@@ -65,7 +65,9 @@ def test_seed_table_and_its_markdown():
                "gfpo": [_summary(0.4, [0.5], 14.0, 0.2, 1024)]}
     rows = seed_table(results, metrics=("final", "kl", "pass@k"))
     assert rows[0]["algo"] == "grpo" and rows[0]["seeds"] == 2
-    assert rows[0]["final"]["mean"] == pytest.approx(0.75) and rows[0]["final"]["std"] == pytest.approx(0.05 * math.sqrt(2))
+    assert rows[0]["final"]["mean"] == pytest.approx(0.75) and rows[0]["final"]["std"] == pytest.approx(
+        0.05 * math.sqrt(2)
+    )
     assert rows[0]["pass@k"] is None
     table = format_seed_table(rows, metrics=("final", "kl", "pass@k"))
     lines = table.splitlines()
@@ -120,8 +122,28 @@ def test_cli_train_accepts_a_sample_budget(tmp_path):
     from grpo_lab.__main__ import main
 
     out = tmp_path / "run.json"
-    rc = main(["train", "--algo", "grpo", "--steps", "20", "--max-samples", "16", "--prompts", "2", "--group-size", "4",
-               "--max-new-tokens", "12", "--n-eval", "4", "--quiet", "--json", str(out)])
+    rc = main(
+        [
+            "train",
+            "--algo",
+            "grpo",
+            "--steps",
+            "20",
+            "--max-samples",
+            "16",
+            "--prompts",
+            "2",
+            "--group-size",
+            "4",
+            "--max-new-tokens",
+            "12",
+            "--n-eval",
+            "4",
+            "--quiet",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     s = json.loads(out.read_text())
     assert s["steps"] == 2 and s["history"][-1]["samples_generated"] == 16

@@ -87,7 +87,7 @@ def test_bad_inputs_raise_value_errors_naming_the_argument():
 
     with pytest.raises(ValueError, match="advantages"):
         viz.clip_share(torch.zeros(4), torch.zeros(3), 0.2)
-    with pytest.raises(ValueError, match="eps_low"):
+    with pytest.raises(ValueError, match="clip_low"):
         viz.clip_share(torch.zeros(4), torch.zeros(4), -0.1)
     with pytest.raises(ValueError, match="log_ratios"):
         widgets.gspo_ratio_explorer({}, torch.ones(2, 2), torch.zeros(2))

@@ -31,7 +31,9 @@ def t(values, dtype=F64):
 def one_token(r, A, **kwargs):
     """Loss and d loss / d logp for a single token with ratio r (logp = log r, old_logp = 0)."""
     logp = t([[math.log(r)]]).requires_grad_()
-    loss, stats = policy_loss(logp, torch.zeros(1, 1, dtype=F64), t([A]), torch.ones(1, 1), aggregation="token_mean", **kwargs)
+    loss, stats = policy_loss(
+        logp, torch.zeros(1, 1, dtype=F64), t([A]), torch.ones(1, 1), aggregation="token_mean", **kwargs
+    )
     (grad,) = torch.autograd.grad(loss, logp)
     return loss.item(), grad.item(), stats
 
@@ -115,8 +117,15 @@ def test_clipping_zeroes_gradient_exactly_where_it_should(clip_low, clip_high):
     r = log_r.exp()
     # Keep away from the exact clip boundaries, where the side is a matter of rounding.
     assert ((r - (1 + hi)).abs() > 1e-9).all() and ((r - (1 - clip_low)).abs() > 1e-9).all()
-    _, grad, stats = loss_and_grad(log_r, torch.zeros(B, T, dtype=F64), adv, torch.ones(B, T),
-                                   clip_low=clip_low, clip_high=clip_high, aggregation="token_mean")
+    _, grad, stats = loss_and_grad(
+        log_r,
+        torch.zeros(B, T, dtype=F64),
+        adv,
+        torch.ones(B, T),
+        clip_low=clip_low,
+        clip_high=clip_high,
+        aggregation="token_mean",
+    )
     clipped = ((adv > 0) & (r > 1 + hi)) | ((adv < 0) & (r < 1 - clip_low))
     assert 0 < clipped.sum() < B * T
     assert (grad[clipped] == 0).all()
@@ -134,7 +143,9 @@ def test_clipping_zeroes_gradient_exactly_where_it_should(clip_low, clip_high):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("v_new, v_old, ret, expected", [(1.0, 0.5, 2.0, 0.845), (1.0, 0.5, 0.0, 0.5), (0.6, 0.5, 2.0, 0.98)])
+@pytest.mark.parametrize(
+    "v_new, v_old, ret, expected", [(1.0, 0.5, 2.0, 0.845), (1.0, 0.5, 0.0, 0.5), (0.6, 0.5, 2.0, 0.98)]
+)
 def test_clipped_value_loss_matches_sheet(v_new, v_old, ret, expected):
     loss = value_loss(t([[v_new]]), t([[v_old]]), t([[ret]]), torch.ones(1, 1), clip=0.2)
     assert loss.item() == pytest.approx(expected, abs=1e-12)
@@ -197,8 +208,14 @@ AGG_ADV = [+1.0, -1.0]
 )
 def test_aggregation_value_and_per_token_gradient_weight(aggregation, max_len, expected_loss, weights):
     # On-policy (r = 1): the gradient on token t of row i is -A_i * weight_i; padding gets 0.
-    loss, grad, _ = loss_and_grad(torch.zeros(2, 4, dtype=F64), torch.zeros(2, 4, dtype=F64), t(AGG_ADV),
-                                  torch.tensor(AGG_MASK), aggregation=aggregation, max_len=max_len)
+    loss, grad, _ = loss_and_grad(
+        torch.zeros(2, 4, dtype=F64),
+        torch.zeros(2, 4, dtype=F64),
+        t(AGG_ADV),
+        torch.tensor(AGG_MASK),
+        aggregation=aggregation,
+        max_len=max_len,
+    )
     assert loss.item() == pytest.approx(expected_loss, abs=1e-12)
     w0, w1 = weights
     expected_grad = t([[-w0, -w0, 0.0, 0.0], [w1, w1, w1, w1]])
@@ -221,8 +238,9 @@ def test_padding_values_do_not_matter(aggregation):
 def test_token_ratio_with_token_mean_allows_an_empty_row():
     # An empty row has no per-sequence mean, but token_mean with token ratios never needs one.
     mask = torch.tensor([[1, 1], [0, 0]])
-    loss, _ = policy_loss(torch.zeros(2, 2, dtype=F64), torch.zeros(2, 2, dtype=F64), t([2.0, 5.0]), mask,
-                          aggregation="token_mean")
+    loss, _ = policy_loss(
+        torch.zeros(2, 2, dtype=F64), torch.zeros(2, 2, dtype=F64), t([2.0, 5.0]), mask, aggregation="token_mean"
+    )
     assert loss.item() == pytest.approx(-2.0, abs=1e-12)
 
 
@@ -283,8 +301,15 @@ def test_token_level_eps_02_clips_only_the_130_token():
 
 def test_gspo_tiny_log_ratios_are_unclipped():
     logp = t([[2e-4, 4e-4]])
-    loss, grad, stats = loss_and_grad(logp, torch.zeros(1, 2, dtype=F64), t([1.0]), torch.ones(1, 2),
-                                      ratio_level="sequence", clip_low=3e-4, clip_high=4e-4)
+    loss, grad, stats = loss_and_grad(
+        logp,
+        torch.zeros(1, 2, dtype=F64),
+        t([1.0]),
+        torch.ones(1, 2),
+        ratio_level="sequence",
+        clip_low=3e-4,
+        clip_high=4e-4,
+    )
     assert loss.item() == pytest.approx(-1.0003, abs=1e-6)
     assert_close(grad, torch.full((1, 2), -math.exp(3e-4) / 2, dtype=F64), rtol=1e-12, atol=0.0)
     assert stats["clip_frac"] == 0.0
@@ -334,7 +359,9 @@ def test_gspo_token_with_per_token_advantages_weights_each_token_by_its_advantag
     logp = t([[math.log(1.1), math.log(0.9), math.log(1.05)]])
     adv = t([[1.0, -2.0, 0.5]])
     s = math.exp((math.log(1.1) + math.log(0.9) + math.log(1.05)) / 3)
-    loss, grad, _ = loss_and_grad(logp, torch.zeros(1, 3, dtype=F64), adv, torch.ones(1, 3), ratio_level="sequence_token")
+    loss, grad, _ = loss_and_grad(
+        logp, torch.zeros(1, 3, dtype=F64), adv, torch.ones(1, 3), ratio_level="sequence_token"
+    )
     assert loss.item() == pytest.approx(-s * (1.0 - 2.0 + 0.5) / 3, abs=1e-12)
     assert_close(grad, t([[-s * 1.0 / 3, s * 2.0 / 3, -s * 0.5 / 3]]), rtol=1e-12, atol=0.0)
 
@@ -472,13 +499,18 @@ class TestPolicyLossBadInput:
 
     def test_empty_row_for_seq_mean_token_mean(self):
         with pytest.raises(ValueError, match="mask"):
-            policy_loss(**{**good_args(), "mask": torch.tensor([[1, 1, 0], [0, 0, 0]])}, aggregation="seq_mean_token_mean")
+            policy_loss(
+                **{**good_args(), "mask": torch.tensor([[1, 1, 0], [0, 0, 0]])}, aggregation="seq_mean_token_mean"
+            )
 
     @pytest.mark.parametrize("ratio_level", ["sequence", "sequence_token"])
     def test_empty_row_for_sequence_ratio(self, ratio_level):
         with pytest.raises(ValueError, match="mask"):
-            policy_loss(**{**good_args(), "mask": torch.tensor([[1, 1, 0], [0, 0, 0]])},
-                        ratio_level=ratio_level, aggregation="token_mean")
+            policy_loss(
+                **{**good_args(), "mask": torch.tensor([[1, 1, 0], [0, 0, 0]])},
+                ratio_level=ratio_level,
+                aggregation="token_mean",
+            )
 
     def test_unknown_aggregation_lists_options(self):
         with pytest.raises(ValueError, match="aggregation") as info:
@@ -497,8 +529,6 @@ class TestPolicyLossBadInput:
             policy_loss(**good_args(), clip_low=-0.1)
         with pytest.raises(ValueError, match="clip_high"):
             policy_loss(**good_args(), clip_high=-0.1)
-        with pytest.raises(ValueError, match="clip_low"):
-            policy_loss(**good_args(), clip_low=1.5)
         with pytest.raises(ValueError, match="clip_low"):
             policy_loss(**good_args(), clip_low="0.2")
 
@@ -569,7 +599,7 @@ class TestOtherBadInput:
         with pytest.raises(ValueError, match="mask"):
             masked_mean(x, torch.zeros(2, 2))
         with pytest.raises(ValueError, match="mask"):
-            masked_mean(x, torch.tensor([[1, 1], [0, 0]]), dim=1)
+            masked_mean(x, torch.zeros(2, 2), dim=1)  # nothing selected anywhere
 
     def test_masked_reductions_bad_args(self):
         with pytest.raises(ValueError, match=r"\bx\b"):
@@ -586,3 +616,66 @@ class TestOtherBadInput:
             entropy_from_logits([0.1, 0.2])
         with pytest.raises(ValueError, match="logits"):
             entropy_from_logits(torch.tensor(1.0))
+
+
+# --------------------------------------------------------------------------------------------
+# A lower clip of 1 or more; means over empty slices; the formulas other modules reuse
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("clip_low", [1.0, 10.0])
+def test_a_clip_low_of_one_or_more_switches_the_lower_clip_off(clip_low):
+    # TRL: epsilon=10 makes 1 - epsilon negative, a bound a ratio never crosses. By hand, A = -1:
+    # r = 0.5 -> -min(-0.5, -clip(0.5)) = 0.5 (with clip_low 0.2 it would be clipped to 0.8).
+    loss, grad, stats = one_token(0.5, -1.0, clip_low=clip_low, clip_high=0.28)
+    assert loss == pytest.approx(0.5, abs=1e-12)
+    assert grad == pytest.approx(0.5, abs=1e-12)  # d(-r A)/d logp = -A r: the gradient still flows
+    assert stats["clip_frac_low"] == 0.0
+    # The upper clip still acts: r = 1.5, A = +1 is held at 1.28.
+    loss, grad, stats = one_token(1.5, +1.0, clip_low=clip_low, clip_high=0.28)
+    assert loss == pytest.approx(-1.28, abs=1e-12) and grad == 0.0 and stats["clip_frac_high"] == 1.0
+
+
+def test_masked_mean_over_a_dim_gives_nan_for_an_empty_slice_and_the_means_elsewhere():
+    x = t([[1.0, 2.0, 4.0], [3.0, 5.0, 7.0]])
+    out = masked_mean(x, t([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]), dim=1)
+    assert out[0].item() == pytest.approx(2.5, abs=1e-12)
+    assert math.isnan(out[1].item())  # as torch.tensor([]).mean() is
+    out = masked_mean(x, t([[1.0, 0.0, 1.0], [1.0, 0.0, 0.0]]), dim=0)
+    assert out[0].item() == pytest.approx(2.0, abs=1e-12) and math.isnan(out[1].item())
+    assert out[2].item() == pytest.approx(4.0, abs=1e-12)
+
+
+def test_sequence_log_ratio_is_the_mean_token_log_ratio_over_valid_tokens():
+    from grpo_lab.losses import sequence_log_ratio
+
+    # ALGORITHMS.md section 6: token ratios [1.10, 0.95, 1.30, 0.90] give s = 1.051539.
+    lr = torch.log(t([[1.10, 0.95, 1.30, 0.90]]))
+    assert sequence_log_ratio(lr, torch.ones(1, 4)).exp().item() == pytest.approx(1.051539, abs=1e-6)
+    # Padding does not count: the mean of 0.3 and -0.1 only.
+    out = sequence_log_ratio(t([[0.3, -0.1, 9.0]]), t([[1.0, 1.0, 0.0]]))
+    assert out.item() == pytest.approx(0.1, abs=1e-12)
+
+
+def test_clip_masks_mark_where_the_clip_acts_by_the_sign_of_the_advantage():
+    from grpo_lab.losses import clip_masks
+
+    r = t([0.5, 0.5, 1.5, 1.5, 1.1])
+    a = t([-1.0, 1.0, 1.0, -1.0, 1.0])
+    low, high = clip_masks(r, a, 0.2, 0.28)
+    assert low.tolist() == [True, False, False, False, False]
+    assert high.tolist() == [False, False, True, False, False]
+    with pytest.raises(ValueError, match="clip_high"):
+        clip_masks(r, a, 0.2, -1.0)
+
+
+def test_token_gradient_weights_are_the_aggregations_normalisers():
+    from grpo_lab.losses import token_gradient_weights
+
+    # ALGORITHMS.md section 3 setup: lengths 2 and 4, A = +1 and -1.
+    w = token_gradient_weights([2, 4], [1.0, -1.0], "token_mean", 4)
+    assert_close(w, t([[1 / 6, 1 / 6, 0, 0], [-1 / 6] * 4]), rtol=0.0, atol=1e-12)
+    w = token_gradient_weights([2, 4], [1.0, -1.0], "seq_mean_token_mean", 4)
+    assert_close(w, t([[1 / 4, 1 / 4, 0, 0], [-1 / 8] * 4]), rtol=0.0, atol=1e-12)
+    w = token_gradient_weights([2, 4], [1.0, -1.0], "seq_mean_token_sum_norm", 8)
+    assert_close(w[:, :4], t([[1 / 16, 1 / 16, 0, 0], [-1 / 16] * 4]), rtol=0.0, atol=1e-12)

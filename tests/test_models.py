@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import QWEN_CHARS
 from transformers import AutoTokenizer, LlamaForCausalLM, Qwen2ForCausalLM
 
-from conftest import QWEN_CHARS
 from grpo_lab.models import build_char_tokenizer, load_policy, resolve_model_path
 from grpo_lab.rollout import encode_prompts
 from grpo_lab.tasks import SUM3_CHARS, sum3_completion, sum3_prompt

@@ -117,7 +117,9 @@ def test_the_number_check_catches_an_unshown_number_and_passes_a_shown_or_cited_
     assert unshown_numbers(nb("DAPO's upper clip is 0.28 (Yu et al. 2025).")) == []
     assert unshown_numbers(nb("k3's std/KL is 1.42 (Schulman 2020).")) == []
     assert unshown_numbers(nb("Checked against TRL 1.16 and verl 0.9.1.")) == []
-    assert unshown_numbers(nb("The clip range is `clip_high=0.28`.", code="a = PRESETS['dapo'].clip_high  # 0.28")) == []
+    assert (
+        unshown_numbers(nb("The clip range is `clip_high=0.28`.", code="a = PRESETS['dapo'].clip_high  # 0.28")) == []
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -137,7 +139,8 @@ PROCESS_WORDS = re.compile(
 )
 # "target" in its technical senses: a KL target, a return or value target, an estimator that targets a KL.
 TECHNICAL_TARGET = re.compile(
-    r"KL[ _]target|target[ _]KL|target_kl|kl_target|return targets?|value targets?|targets? (?:the|a) (?:reverse|forward)|"
+    r"KL[ _]target|target[ _]KL|target_kl|kl_target|return targets?|value targets?|"
+    r"targets? (?:the|a) (?:reverse|forward)|"
     r"(?:its|the) target\b(?= (?:KL|of)|[,.)])|Target: KL|target \d",
     re.IGNORECASE,
 )

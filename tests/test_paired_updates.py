@@ -20,8 +20,16 @@ from grpo_lab.trainer import TrainConfig, Trainer
 def _trainer(fresh_policy, small_task, **kw):
     model, tok = fresh_policy()
     overrides = kw.pop("algo_overrides", {})
-    cfg = TrainConfig(algo=kw.pop("algo", "grpo"), prompts_per_step=kw.pop("prompts_per_step", 2), group_size=4, max_new_tokens=kw.pop("max_new_tokens", 10), seed=3,
-                      lr=kw.pop("lr", 1e-4), algo_overrides=overrides, **kw)
+    cfg = TrainConfig(
+        algo=kw.pop("algo", "grpo"),
+        prompts_per_step=kw.pop("prompts_per_step", 2),
+        group_size=4,
+        max_new_tokens=kw.pop("max_new_tokens", 10),
+        seed=3,
+        lr=kw.pop("lr", 1e-4),
+        algo_overrides=overrides,
+        **kw,
+    )
     return Trainer(cfg, model=model, tokenizer=tok, task=small_task)
 
 
@@ -39,8 +47,9 @@ def test_the_followed_arm_is_an_ordinary_training_run(fresh_policy, small_task):
     plain = _trainer(fresh_policy, small_task, algo_overrides={**overrides, "clip_high": 0.28})
     plain.train(3, progress=False)
     paired = _trainer(fresh_policy, small_task, algo_overrides=overrides)
-    paired_updates(None, {"symmetric": {}, "higher": {"clip_high": 0.28}}, steps=3, follow="higher", progress=False,
-                   trainer=paired)
+    paired_updates(
+        None, {"symmetric": {}, "higher": {"clip_high": 0.28}}, steps=3, follow="higher", progress=False, trainer=paired
+    )
     assert paired.step == plain.step == 3
     for (name, p), q in zip(plain.model.state_dict().items(), paired.model.state_dict().values()):
         assert torch.equal(p, q), name
@@ -49,7 +58,9 @@ def test_the_followed_arm_is_an_ordinary_training_run(fresh_policy, small_task):
 def test_with_one_update_per_rollout_clip_higher_changes_nothing(fresh_policy, small_task):
     # The only update is on-policy: every ratio is exactly 1, inside any clip range.
     t = _trainer(fresh_policy, small_task)
-    out = paired_updates(None, {"symmetric": {}, "clip-higher": {"clip_high": 0.28}}, steps=2, progress=False, trainer=t)
+    out = paired_updates(
+        None, {"symmetric": {}, "clip-higher": {"clip_high": 0.28}}, steps=2, progress=False, trainer=t
+    )
     for h in out["history"]:
         assert h["arms"]["symmetric"] == h["arms"]["clip-higher"]
         assert h["arms"]["symmetric"]["clip_frac_high"] == 0.0
@@ -58,9 +69,17 @@ def test_with_one_update_per_rollout_clip_higher_changes_nothing(fresh_policy, s
 def test_a_tight_upper_clip_holds_back_positive_tokens(fresh_policy, small_task):
     # clip_high 1e-4: after the first mini-batch a positive-advantage token's ratio is past 1 + 1e-4 and its
     # gradient stops; clip_high 10: it never does. The positive tokens must gain less under the tight clip.
-    t = _trainer(fresh_policy, small_task, prompts_per_step=4, max_new_tokens=32, algo_overrides={"minibatches": 4, "epochs": 2})
-    out = paired_updates(None, {"tight": {"clip_high": 1e-4}, "loose": {"clip_high": 10.0}}, steps=4, progress=False,
-                         trainer=t, low_p=1.0)
+    t = _trainer(
+        fresh_policy, small_task, prompts_per_step=4, max_new_tokens=32, algo_overrides={"minibatches": 4, "epochs": 2}
+    )
+    out = paired_updates(
+        None,
+        {"tight": {"clip_high": 1e-4}, "loose": {"clip_high": 10.0}},
+        steps=4,
+        progress=False,
+        trainer=t,
+        low_p=1.0,
+    )
     s = out["summary"]
     assert s["tight"]["clip_frac_high"] > s["loose"]["clip_frac_high"] == 0.0
     d = s["loose"]["vs_first"]["pos_logp_change"]
@@ -96,11 +115,31 @@ def test_cli_paired_writes_json_and_refuses_one_value(tmp_path, capsys):
     from grpo_lab.__main__ import main
 
     out = tmp_path / "paired.json"
-    rc = main(["paired", "--vary", "clip_high=0.2,0.28", "--steps", "1", "--prompts", "2", "--group-size", "4",
-               "--max-new-tokens", "10", "--set", "minibatches=2", "--quiet", "--json", str(out)])
+    rc = main(
+        [
+            "paired",
+            "--vary",
+            "clip_high=0.2,0.28",
+            "--steps",
+            "1",
+            "--prompts",
+            "2",
+            "--group-size",
+            "4",
+            "--max-new-tokens",
+            "10",
+            "--set",
+            "minibatches=2",
+            "--quiet",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     s = json.loads(out.read_text())
-    assert list(s["arms"]) == ["clip_high=0.2", "clip_high=0.28"] and s["config"]["algo_overrides"] == {"minibatches": 2}
+    assert list(s["arms"]) == ["clip_high=0.2", "clip_high=0.28"] and s["config"]["algo_overrides"] == {
+        "minibatches": 2
+    }
     assert "clip_high=0.28 - clip_high=0.2" in capsys.readouterr().out
     with pytest.raises(SystemExit) as err:
         main(["paired", "--vary", "clip_high=0.2"])

@@ -105,7 +105,9 @@ def test_sample_logp_equals_a_full_forward_pass_at_the_sampling_temperature(tiny
     ro = sample_group(model, tok, ids, mask, 3, 16, temperature, torch.Generator().manual_seed(3))
     m = ro.completion_mask.float()
 
-    logits = full_forward_logits(model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask) / temperature
+    logits = (
+        full_forward_logits(model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask) / temperature
+    )
     logprobs = torch.log_softmax(logits, dim=-1)
     want = logprobs.gather(2, ro.completion_ids.unsqueeze(2)).squeeze(2) * m
     p = logprobs.exp()
@@ -114,7 +116,9 @@ def test_sample_logp_equals_a_full_forward_pass_at_the_sampling_temperature(tiny
     assert_close(ro.entropy, want_ent, atol=1e-4, rtol=0)
 
     with torch.no_grad():
-        got, got_ent = token_logps(model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, temperature, with_entropy=True)
+        got, got_ent = token_logps(
+            model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, temperature, with_entropy=True
+        )
     assert_close(got, ro.sample_logp, atol=1e-4, rtol=0)
     assert_close(got_ent, ro.entropy, atol=1e-4, rtol=0)
 

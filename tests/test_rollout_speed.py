@@ -76,9 +76,15 @@ def test_greedy_sample_group_decodes_what_hugging_face_generate_decodes(tiny_pol
     ro = sample_group(model, tok, ids, mask, G, T, greedy=True)
     assert len(set(ro.lengths.tolist())) >= 3  # rows finish at different steps
     with torch.no_grad():
-        out = model.generate(input_ids=ids.repeat_interleave(G, 0), attention_mask=mask.repeat_interleave(G, 0),
-                             do_sample=False, max_new_tokens=T, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-    hf = out[:, ids.shape[1]:]
+        out = model.generate(
+            input_ids=ids.repeat_interleave(G, 0),
+            attention_mask=mask.repeat_interleave(G, 0),
+            do_sample=False,
+            max_new_tokens=T,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
+    hf = out[:, ids.shape[1] :]
     for i in range(ro.completion_ids.shape[0]):
         n = int(ro.lengths[i])
         assert torch.equal(ro.completion_ids[i, :n], hf[i, :n]), i

@@ -247,7 +247,10 @@ def test_gsm8k_reward_is_0_when_not_finished():
     assert gsm8k_reward("#### 42", 42, finished=False) == 0.0
 
 
-_WORDS = re.compile(r"(\w+) has (\d+) (\w+) and finds (\d+) more\. Then \1 gets (\d+) times that many in all\. How many \3 does \1 have\?")
+_WORDS = re.compile(
+    r"(\w+) has (\d+) (\w+) and finds (\d+) more\. Then \1 gets (\d+) times that many in all\. "
+    r"How many \3 does \1 have\?"
+)
 
 
 def test_synthetic_word_problem_answers_follow_the_stated_arithmetic():

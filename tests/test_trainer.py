@@ -11,6 +11,7 @@ GFPO retained-set statistics), not pasted from the trainer's output.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import statistics
@@ -311,13 +312,14 @@ def test_without_kl_stop_the_run_takes_every_step(make_trainer):
 
 def test_grpo_collect_scores_each_row_with_the_sum3_reward_of_its_prompt(make_trainer):
     trainer = make_trainer("grpo", prompts_per_step=3, group_size=3)
-    ro, correct, rewards, adv, info = trainer.collect()
+    batch = trainer.collect()
+    ro, correct, rewards, info = batch.rollout, batch.correct, batch.rewards, batch.stats
     assert ro.completion_ids.shape[0] == 9
     answers = prompt_answers(trainer.tokenizer, ro)
     want = [sum3_reward(t, a, bool(f)) for t, a, f in zip(ro.texts, answers, ro.finished.tolist())]
     assert correct.tolist() == want
     assert rewards.tolist() == want  # GRPO adds no shaping
-    assert adv is None
+    assert batch.sampled is None  # no filter: the batch is everything sampled
     assert info["gen_rounds"] == 1
     groups = [want[g * 3 : g * 3 + 3] for g in range(3)]
     assert info["zero_std_frac"] == pytest.approx(sum(len(set(g)) == 1 for g in groups) / 3)
@@ -336,9 +338,9 @@ def _dapo_penalty(length: int, max_len: int, cache: int) -> float:
 def test_dapo_dynamic_sampling_trains_only_on_groups_with_mixed_rewards(make_trainer):
     trainer = make_trainer("dapo", prompts_per_step=4, group_size=4, seed=2)
     a = trainer.algo
-    ro, correct, rewards, adv, info = trainer.collect()
+    batch = trainer.collect()
+    ro, correct, rewards, info = batch.rollout, batch.correct, batch.rewards, batch.stats
     G = 4
-    assert adv is None
     assert 1 <= info["gen_rounds"] <= a.max_gen_batches
     n_groups = info["kept_groups"]
     assert ro.completion_ids.shape[0] == correct.shape[0] == rewards.shape[0] == n_groups * G
@@ -349,8 +351,10 @@ def test_dapo_dynamic_sampling_trains_only_on_groups_with_mixed_rewards(make_tra
     for g in range(n_groups):
         rows = range(g * G, g * G + G)
         assert all(torch.equal(ro.prompt_ids[i], ro.prompt_ids[g * G]) for i in rows)
-        group_rewards = [float(rewards[i]) for i in rows]
-        assert max(group_rewards) > min(group_rewards), group_rewards
+        # The filter keeps groups whose *correctness* varies (DAPO filters on accuracy): a group of
+        # all-wrong answers whose overlong penalties spread its shaped rewards must not be kept.
+        group_correct = [float(correct[i]) for i in rows]
+        assert max(group_correct) > min(group_correct), group_correct
     for i in range(n_groups * G):
         c = sum3_reward(ro.texts[i], answers[i], bool(ro.finished[i]))
         assert float(correct[i]) == c
@@ -364,9 +368,11 @@ def _gfpo_trainer(make_trainer):
 
 def test_gfpo_collect_keeps_the_k_shortest_of_each_sampled_group(make_trainer):
     trainer = _gfpo_trainer(make_trainer)
-    ro, correct, rewards, adv, info = trainer.collect()
+    batch = trainer.collect()
+    ro, correct, rewards = batch.rollout, batch.correct, batch.rewards
+    adv = trainer.prepare(batch).advantages.values
     G, k = 6, 2
-    sampled_lengths = info["sampled"]["lengths"].tolist()
+    sampled_lengths = batch.sampled.lengths.tolist()
     assert len(sampled_lengths) == 2 * G
     assert ro.completion_ids.shape[0] == correct.shape[0] == adv.shape[0] == 2 * k
     kept = ro.lengths.tolist()
@@ -386,7 +392,7 @@ def test_gfpo_collect_keeps_the_k_shortest_of_each_sampled_group(make_trainer):
 def test_gfpo_collected_rollout_reports_the_number_kept_per_prompt_as_its_group_size(make_trainer):
     # Rollout documents "rows g*G .. g*G+G-1 answer prompt g": after keeping k per prompt, G is k.
     trainer = _gfpo_trainer(make_trainer)
-    ro, *_ = trainer.collect()
+    ro = trainer.collect().rollout
     assert ro.completion_ids.shape[0] == 2 * 2
     assert ro.group_size == 2
 
@@ -411,7 +417,7 @@ def test_ppo_has_a_separate_critic_and_a_finite_value_loss(make_trainer):
 
 def test_value_model_reads_one_value_per_completion_token_and_zero_on_padding(make_trainer):
     trainer = make_trainer("ppo", prompts_per_step=2, group_size=2)
-    ro, *_ = trainer.collect()
+    ro = trainer.collect().rollout
     with torch.no_grad():
         v = trainer.critic(ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
     assert v.shape == ro.completion_ids.shape
@@ -477,3 +483,84 @@ def test_trainer_needs_the_tokenizer_with_a_given_model(fresh_policy, small_task
     model, _ = fresh_policy()
     with pytest.raises(ValueError, match="tokenizer"):
         Trainer(TrainConfig(**SMALL), model=model, task=small_task)
+
+
+# --------------------------------------------------------------------------------------------
+# Metrics: every stat reaches the history, absent where it does not apply, one meaning each
+# --------------------------------------------------------------------------------------------
+
+
+def test_every_stat_policy_loss_returns_reaches_the_history(make_trainer):
+    from grpo_lab.losses import policy_loss
+
+    # The stats policy_loss returns with every option on, asked of policy_loss itself.
+    z = torch.zeros(1, 2)
+    _, stats = policy_loss(z, z, torch.tensor([1.0]), torch.ones(1, 2), kl=z, beta=0.1, dual_clip=3.0)
+    assert {"dual_clip_frac", "kl_mean"} <= set(stats)
+    trainer = make_trainer("grpo", algo_overrides={"beta": 0.04, "dual_clip": 3.0})
+    m = trainer.train(1, progress=False)[-1]
+    assert m["updates"] == 1
+    missing = set(stats) - set(m)
+    assert not missing, missing
+    for k in stats:
+        assert math.isfinite(m[k]), (k, m[k])
+
+
+@pytest.mark.parametrize("algo", ["grpo", "dapo", "gfpo"])
+def test_value_loss_is_absent_without_a_critic(make_trainer, algo):
+    kwargs = {"algo_overrides": {"gfpo_group_size": 6}, "group_size": 2} if algo == "gfpo" else {}
+    m = make_trainer(algo, **kwargs).train(1, progress=False)[-1]
+    assert "value_loss" not in m
+    assert "kl_mean" not in m  # beta = 0: no KL term in the loss
+
+
+def test_reward_std_within_group_is_the_shaped_reward_spread_of_the_sampled_groups_for_gfpo_too(make_trainer):
+    # GFPO with DAPO's overlong penalty, so that shaped rewards and correctness differ.
+    trainer = make_trainer("gfpo", group_size=2, max_new_tokens=12,
+                           algo_overrides={"gfpo_group_size": 6, "overlong_penalty": True, "overlong_cache": 8})
+    batch = trainer.collect()
+    s = batch.sampled
+    assert not torch.equal(s.rewards, s.correct)
+    groups = [s.rewards[g * 6 : g * 6 + 6].tolist() for g in range(2)]
+    want = sum(statistics.stdev(g) for g in groups) / 2
+    assert batch.stats["reward_std_within_group"] == pytest.approx(want, abs=1e-6)
+
+
+def test_the_advantage_table_covers_every_advantage_setting():
+    from grpo_lab.trainer import ADVANTAGE_ESTIMATORS
+
+    # Algorithm validates `advantage` against this list; each value needs exactly one estimator.
+    assert set(ADVANTAGE_ESTIMATORS) == {"group", "gae", "gfpo"}
+    for name in ADVANTAGE_ESTIMATORS:
+        Algorithm(advantage=name, gfpo_group_size=8 if name == "gfpo" else None)
+
+
+def test_a_grpo_step_is_the_step_composed_by_hand_from_the_math_layer(make_trainer):
+    """Pins the trainer's GRPO update to its definition: group advantages of the batch's rewards,
+    policy_loss on-policy, gradient clipping, one AdamW step. Bit for bit, weights and loss."""
+    from grpo_lab.advantages import group_advantages
+    from grpo_lab.losses import masked_mean, policy_loss
+    from grpo_lab.rollout import token_logps
+
+    trainer = make_trainer("grpo", lr=1e-3, seed=4, prompts_per_step=3, algo_overrides={"entropy_coef": 0.01})
+    batch = trainer.collect()
+    ro = batch.rollout
+    by_hand = copy.deepcopy(trainer.model)
+    opt = torch.optim.AdamW(by_hand.parameters(), lr=1e-3, weight_decay=0.0)
+
+    m = trainer.train_step(batch)
+
+    by_hand.train()
+    logp, ent = token_logps(by_hand, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, 1.0,
+                            with_entropy=True)
+    mask = ro.completion_mask.float()
+    adv = group_advantages(batch.rewards, 4, scale="group")
+    loss, _ = policy_loss(logp, logp.detach(), adv, mask, clip_low=0.2, aggregation="seq_mean_token_mean", max_len=12)
+    loss = loss - 0.01 * masked_mean(ent, mask)
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for p in by_hand.parameters() if p.grad is not None], 1.0)
+    opt.step()
+    assert m["updates"] == 1
+    assert m["loss"] == loss.item()
+    assert same_weights(weights(trainer.model), weights(by_hand))

@@ -29,12 +29,27 @@ from grpo_lab.trl_bridge import (
 
 # (preset) -> the GRPOConfig fields that make it, by hand, for 16 prompts x 8, 32 new tokens
 EXPECTED = {
-    "grpo": dict(loss_type="grpo", importance_sampling_level="token", epsilon=0.2, epsilon_high=0.2, scale_rewards="group",
-                 beta=0.0, steps_per_generation=1, per_device_train_batch_size=128, num_generations=8),
+    "grpo": dict(
+        loss_type="grpo",
+        importance_sampling_level="token",
+        epsilon=0.2,
+        epsilon_high=0.2,
+        scale_rewards="group",
+        beta=0.0,
+        steps_per_generation=1,
+        per_device_train_batch_size=128,
+        num_generations=8,
+    ),
     "dr_grpo": dict(loss_type="dr_grpo", scale_rewards="none", max_completion_length=32, epsilon_high=0.2),
     "dapo": dict(loss_type="dapo", epsilon=0.2, epsilon_high=0.28, mask_truncated_completions=False),
-    "gspo": dict(loss_type="grpo", importance_sampling_level="sequence", epsilon=3e-4, epsilon_high=4e-4,
-                 steps_per_generation=2, per_device_train_batch_size=64),
+    "gspo": dict(
+        loss_type="grpo",
+        importance_sampling_level="sequence",
+        epsilon=3e-4,
+        epsilon_high=4e-4,
+        steps_per_generation=2,
+        per_device_train_batch_size=64,
+    ),
     "gfpo": dict(loss_type="dapo", num_generations=8),
     "ppo": dict(beta=0.0),  # PPO's KL lives in the reward, which GRPOTrainer cannot do (a gap, below)
 }
@@ -53,7 +68,9 @@ def test_config_fields_match_the_hand_table_and_build_a_real_grpo_config(name, t
 
 
 def test_minibatches_and_epochs_become_steps_per_generation_and_num_iterations():
-    kw = grpo_config_kwargs(get_algorithm("grpo", minibatches=4, epochs=2), TrainConfig(prompts_per_step=8, group_size=4))
+    kw = grpo_config_kwargs(
+        get_algorithm("grpo", minibatches=4, epochs=2), TrainConfig(prompts_per_step=8, group_size=4)
+    )
     assert (kw["steps_per_generation"], kw["per_device_train_batch_size"], kw["num_iterations"]) == (4, 8, 2)
     with pytest.raises(ValueError, match="minibatches must divide"):
         grpo_config_kwargs(get_algorithm("grpo", minibatches=3), TrainConfig(prompts_per_step=8, group_size=4))
@@ -65,7 +82,11 @@ def test_dual_clip_becomes_delta_and_kl_matches_the_lab():
 
 
 def test_loss_type_mapping_and_bad_input():
-    assert [trl_loss_type(a) for a in ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm")] == ["grpo", "dapo", "dr_grpo"]
+    assert [trl_loss_type(a) for a in ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm")] == [
+        "grpo",
+        "dapo",
+        "dr_grpo",
+    ]
     with pytest.raises(ValueError, match="aggregation"):
         trl_loss_type("token_sum")
     with pytest.raises(ValueError, match="algo"):
@@ -88,8 +109,12 @@ def test_trl_policy_loss_equals_the_lab_and_checks_its_inputs():
     old = logp + 0.3 * torch.randn(4, 5, dtype=torch.float64)
     adv = torch.tensor([1.0, -1.0, 0.5, -0.5], dtype=torch.float64)
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]])
-    trl, metrics = trl_policy_loss(logp, old, adv, mask, loss_type="dr_grpo", epsilon=0.2, epsilon_high=0.28, max_completion_length=8)
-    lab, _ = policy_loss(logp, old, adv, mask, clip_low=0.2, clip_high=0.28, aggregation="seq_mean_token_sum_norm", max_len=8)
+    trl, metrics = trl_policy_loss(
+        logp, old, adv, mask, loss_type="dr_grpo", epsilon=0.2, epsilon_high=0.28, max_completion_length=8
+    )
+    lab, _ = policy_loss(
+        logp, old, adv, mask, clip_low=0.2, clip_high=0.28, aggregation="seq_mean_token_sum_norm", max_len=8
+    )
     assert_close(trl, lab, rtol=1e-12, atol=1e-14)
     assert "clip_ratio/region_mean" in metrics
     with pytest.raises(ValueError, match="loss_type"):
@@ -111,8 +136,13 @@ def test_reward_adapter_scores_like_the_task_and_needs_eos():
 
     task = get_task("sum3", n_train=8, n_test=8)
     reward = reward_function(task, _Tok())
-    out = reward(prompts=["07+85+29="] * 4, completions=["121", "92,121", "121", "120"],
-                 completion_ids=[[5, 6, 2], [5, 2], [5, 6, 7], [5, 2]], answer=[121] * 4, trainer_state=None)
+    out = reward(
+        prompts=["07+85+29="] * 4,
+        completions=["121", "92,121", "121", "120"],
+        completion_ids=[[5, 6, 2], [5, 2], [5, 6, 7], [5, 2]],
+        answer=[121] * 4,
+        trainer_state=None,
+    )
     assert out == [1.0, 1.0, 0.0, 0.0]  # the third never ended with EOS (truncated), the fourth is wrong
 
 
@@ -130,8 +160,17 @@ def test_a_real_grpo_trainer_run_on_the_tiny_model(tmp_path):
     model, tok = load_policy("tiny-sum3", device="cpu")
     before = [p.detach().clone() for p in model.parameters()]
     task = get_task("sum3", n_train=64, n_test=8)
-    trainer = make_trl_trainer(model, tok, task, algo=get_algorithm("dapo", dynamic_sampling=False), steps=2,
-                               prompts_per_step=2, group_size=4, max_new_tokens=32, output_dir=str(tmp_path))
+    trainer = make_trl_trainer(
+        model,
+        tok,
+        task,
+        algo=get_algorithm("dapo", dynamic_sampling=False),
+        steps=2,
+        prompts_per_step=2,
+        group_size=4,
+        max_new_tokens=32,
+        output_dir=str(tmp_path),
+    )
     assert len(trainer.reward_funcs) == 2  # the task's reward and DAPO's soft overlong punishment
     trainer.train()
     hist = trl_history(trainer)

@@ -22,9 +22,6 @@ Mapping (see ``grpo_lab/losses.py``): grpo -> "seq_mean_token_mean"; bnpo, dapo 
 
 from __future__ import annotations
 
-import types
-from collections import defaultdict
-
 import pytest
 import torch
 from torch.testing import assert_close
@@ -44,14 +41,29 @@ F64 = torch.float64
 B, T, P = 8, 7, 3  # completions, completion length, prompt length
 MAX_COMPLETION_LENGTH = 10  # > T, so Dr. GRPO's constant normaliser differs from the padded width
 EPS_LOW, EPS_HIGH = 0.2, 0.28
-AGGREGATION = {"grpo": "seq_mean_token_mean", "bnpo": "token_mean", "dapo": "token_mean", "dr_grpo": "seq_mean_token_sum_norm"}
+AGGREGATION = {
+    "grpo": "seq_mean_token_mean",
+    "bnpo": "token_mean",
+    "dapo": "token_mean",
+    "dr_grpo": "seq_mean_token_sum_norm",
+}
 
 
 def fake_trainer(loss_type, importance_sampling_level, beta, logp, entropies, delta=None, use_bias_correction_kl=False):
     """The attributes ``GRPOTrainer._compute_loss`` reads, and nothing else (``grpo_lab.trl_bridge.trl_stand_in``;
     its accelerator is the identity, one process)."""
-    return trl_stand_in(logp, loss_type, importance_sampling_level, EPS_LOW, EPS_HIGH, beta, MAX_COMPLETION_LENGTH,
-                        delta=delta, use_bias_correction_kl=use_bias_correction_kl, entropies=entropies)
+    return trl_stand_in(
+        logp,
+        loss_type,
+        importance_sampling_level,
+        EPS_LOW,
+        EPS_HIGH,
+        beta,
+        MAX_COMPLETION_LENGTH,
+        delta=delta,
+        use_bias_correction_kl=use_bias_correction_kl,
+        entropies=entropies,
+    )
 
 
 def make_batch(seed):
@@ -219,7 +231,19 @@ def test_trl_nanstd_is_the_unbiased_std():
 
 @pytest.mark.parametrize("max_len, cache_len", [(100, 20), (20480, 4096), (10, 10)])
 def test_soft_overlong_penalty_equals_trl(max_len, cache_len):
-    lengths = sorted({0, 1, max_len - cache_len, max_len - cache_len + 1, (2 * max_len - cache_len) // 2, max_len - 1, max_len, max_len + 1, 2 * max_len})
+    lengths = sorted(
+        {
+            0,
+            1,
+            max_len - cache_len,
+            max_len - cache_len + 1,
+            (2 * max_len - cache_len) // 2,
+            max_len - 1,
+            max_len,
+            max_len + 1,
+            2 * max_len,
+        }
+    )
     trl_fn = get_soft_overlong_punishment(max_completion_len=max_len, soft_punish_cache=cache_len)
     expected = torch.tensor(trl_fn([[1] * n for n in lengths]), dtype=F64)
     got = soft_overlong_penalty(torch.tensor(lengths), max_len=max_len, cache_len=cache_len)
@@ -255,22 +279,46 @@ def test_trl_delta_equals_lab_dual_clip(loss_type, level):
     logp, old_logp, _, advantages, mask, entropies = _far_off_policy_batch(seed=21)
     leaf = logp.clone().requires_grad_()
     trainer = fake_trainer(loss_type, level, 0.0, leaf, entropies, delta=3.0)
-    inputs = {"prompt_ids": torch.ones(B, P, dtype=torch.long), "prompt_mask": torch.ones(B, P, dtype=torch.long),
-              "completion_ids": torch.ones(B, T, dtype=torch.long), "completion_mask": mask, "advantages": advantages,
-              "old_per_token_logps": old_logp, "num_items_in_batch": mask.sum()}
+    inputs = {
+        "prompt_ids": torch.ones(B, P, dtype=torch.long),
+        "prompt_mask": torch.ones(B, P, dtype=torch.long),
+        "completion_ids": torch.ones(B, T, dtype=torch.long),
+        "completion_mask": mask,
+        "advantages": advantages,
+        "old_per_token_logps": old_logp,
+        "num_items_in_batch": mask.sum(),
+    }
     trl_loss = GRPOTrainer._compute_loss(trainer, None, inputs)
     (trl_grad,) = torch.autograd.grad(trl_loss, leaf)
     leaf2 = logp.clone().requires_grad_()
-    lab_loss, stats = policy_loss(leaf2, old_logp, advantages, mask, clip_low=EPS_LOW, clip_high=EPS_HIGH, ratio_level=level,
-                                  aggregation=AGGREGATION[loss_type], max_len=MAX_COMPLETION_LENGTH if loss_type == "dr_grpo" else None,
-                                  dual_clip=3.0)
+    lab_loss, stats = policy_loss(
+        leaf2,
+        old_logp,
+        advantages,
+        mask,
+        clip_low=EPS_LOW,
+        clip_high=EPS_HIGH,
+        ratio_level=level,
+        aggregation=AGGREGATION[loss_type],
+        max_len=MAX_COMPLETION_LENGTH if loss_type == "dr_grpo" else None,
+        dual_clip=3.0,
+    )
     (lab_grad,) = torch.autograd.grad(lab_loss, leaf2)
     assert stats["dual_clip_frac"] > 0  # the dual clip really bites on this batch
     assert_close(lab_loss.detach(), trl_loss.detach(), rtol=1e-12, atol=1e-14)
     assert_close(lab_grad, trl_grad, rtol=1e-12, atol=1e-14)
     # and without the dual clip the lab's loss is different here (so the equality is not vacuous)
-    plain, _ = policy_loss(logp, old_logp, advantages, mask, clip_low=EPS_LOW, clip_high=EPS_HIGH, ratio_level=level,
-                           aggregation=AGGREGATION[loss_type], max_len=MAX_COMPLETION_LENGTH if loss_type == "dr_grpo" else None)
+    plain, _ = policy_loss(
+        logp,
+        old_logp,
+        advantages,
+        mask,
+        clip_low=EPS_LOW,
+        clip_high=EPS_HIGH,
+        ratio_level=level,
+        aggregation=AGGREGATION[loss_type],
+        max_len=MAX_COMPLETION_LENGTH if loss_type == "dr_grpo" else None,
+    )
     assert abs(plain.item() - lab_loss.item()) > 1e-3
 
 
@@ -282,13 +330,20 @@ def test_trl_default_bias_corrected_kl_keeps_the_value_but_changes_the_gradient(
     for correct in (False, True):
         leaf = logp.clone().requires_grad_()
         trainer = fake_trainer("grpo", "token", 0.04, leaf, entropies, use_bias_correction_kl=correct)
-        inputs = {"prompt_ids": torch.ones(B, P, dtype=torch.long), "prompt_mask": torch.ones(B, P, dtype=torch.long),
-                  "completion_ids": torch.ones(B, T, dtype=torch.long), "completion_mask": mask, "advantages": advantages,
-                  "ref_per_token_logps": ref_logp}
+        inputs = {
+            "prompt_ids": torch.ones(B, P, dtype=torch.long),
+            "prompt_mask": torch.ones(B, P, dtype=torch.long),
+            "completion_ids": torch.ones(B, T, dtype=torch.long),
+            "completion_mask": mask,
+            "advantages": advantages,
+            "ref_per_token_logps": ref_logp,
+        }
         loss = GRPOTrainer._compute_loss(trainer, None, inputs)
         (grads[correct],) = torch.autograd.grad(loss, leaf)
         grads[(correct, "loss")] = loss.detach()
-    lab_loss, lab_grad, _ = lab_loss_and_grad("grpo", "token", 0.04, (logp, logp.clone(), ref_logp, advantages, mask, None))
+    lab_loss, lab_grad, _ = lab_loss_and_grad(
+        "grpo", "token", 0.04, (logp, logp.clone(), ref_logp, advantages, mask, None)
+    )
     assert_close(grads[(False, "loss")], lab_loss, rtol=1e-12, atol=1e-14)
     assert_close(grads[(True, "loss")], lab_loss, rtol=1e-12, atol=1e-14)
     assert_close(grads[False], lab_grad, rtol=1e-12, atol=1e-14)
