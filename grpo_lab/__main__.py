@@ -165,14 +165,19 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--prompts", type=_positive_int, default=16, help="prompts per step")
     bn.add_argument("--group-size", type=_positive_int, default=8, help="G: completions per prompt (at least 2)")
     bn.add_argument("--max-new-tokens", type=_positive_int, default=32)
-    bn.add_argument("--steps", type=_positive_int, default=5, help="timed steps per side (the median is reported)")
-    bn.add_argument("--warmup", type=_non_negative_int, default=2, help="untimed steps first")
+    bn.add_argument("--steps", type=_positive_int, default=5, help="timed steps per run of each arm")
+    bn.add_argument("--warmup", type=_non_negative_int, default=2, help="untimed steps first, in every run")
+    bn.add_argument("--pairs", type=_positive_int, default=5,
+                    help="runs of every arm, in alternating order (lab..trl, trl..lab, ...); one ratio per pair")
     bn.add_argument("--rollout-repeats", type=_positive_int, default=5, help="timed calls of each generator")
     bn.add_argument("--temperature", type=_positive_float, default=1.0)
     bn.add_argument("--lr", type=_positive_float, default=1e-4)
     bn.add_argument("--seed", type=_non_negative_int, default=0)
+    bn.add_argument("--model", default="tiny-sum3", help="'tiny-sum3' (shipped) or a folder written by pretrain")
     bn.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when available")
-    bn.add_argument("--only", nargs="+", choices=["lab", "trl", "rollout"], default=None, help="measure only these parts")
+    bn.add_argument("--only", nargs="+", choices=["lab", "lab_no_prompt_sharing", "lab_no_compaction", "lab_no_length_grouping",
+                                                  "trl", "trl_continuous_batching", "rollout"], default=None,
+                    help="measure only these arms (and 'rollout', the generator comparison); default: all")
     bn.add_argument("--in-process", action="store_true", help="run the parts here, not each in its own forked process")
     bn.add_argument("--json", metavar="FILE", help="write the measurements here")
     return p
@@ -306,12 +311,14 @@ def _pretrain(args) -> int:
 
 
 def _bench(args) -> int:
-    from .bench import SIDES, BenchConfig, format_table, run_bench
-    from .trainer import save_json
+    from .bench import PARTS, BenchConfig, format_table, run_bench
+    from .trainer import TrainConfig, save_json
 
-    cfg = BenchConfig(prompts=args.prompts, group_size=args.group_size, max_new_tokens=args.max_new_tokens, steps=args.steps,
-                      warmup=args.warmup, rollout_repeats=args.rollout_repeats, temperature=args.temperature, lr=args.lr,
-                      seed=args.seed, device=args.device, sides=tuple(args.only or SIDES), isolate=not args.in_process)
+    train = TrainConfig(algo="grpo", model=args.model, seed=args.seed, prompts_per_step=args.prompts, group_size=args.group_size,
+                        max_new_tokens=args.max_new_tokens, temperature=args.temperature, lr=args.lr, track_kl=False,
+                        device=args.device)
+    cfg = BenchConfig(train=train, steps=args.steps, warmup=args.warmup, pairs=args.pairs, rollout_repeats=args.rollout_repeats,
+                      parts=tuple(args.only or PARTS), isolate=not args.in_process)
     result = run_bench(cfg, progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(format_table(result))
     if args.json:
