@@ -154,11 +154,19 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--quiet", action="store_true")
 
     pt = sub.add_parser("pretrain", help="build the tiny policy in assets/ from scratch (supervised)")
-    pt.add_argument("--out", default=None, help="folder (default: assets/tiny-sum3)")
+    pt.add_argument("--out", default=None, help="folder (default: assets/tiny-sum3, or assets/gpu-sum3 with --size gpu)")
     pt.add_argument("--seed", type=_non_negative_int, default=0)
     pt.add_argument("--max-steps", type=_positive_int, default=1500)
     pt.add_argument("--target-accuracy", type=_positive_float, default=0.35)
     pt.add_argument("--eval-from", type=_positive_int, default=150)
+    pt.add_argument("--eval-every", type=_positive_int, default=25)
+    pt.add_argument("--n-eval", type=_positive_int, default=256, help="held-out prompts for the stopping accuracy")
+    pt.add_argument("--size", choices=["cpu", "gpu"], default="cpu",
+                    help="cpu: the shipped ~1M-parameter policy; gpu: the gpu profile's ~34M-parameter policy (on a GPU)")
+    for name in ("hidden", "layers", "heads", "ffn", "batch-size"):
+        pt.add_argument(f"--{name}", type=_positive_int, default=None, help=f"override the size's {name}")
+    pt.add_argument("--lr", type=_positive_float, default=None, help="override the size's learning rate")
+    pt.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     pt.add_argument("--quiet", action="store_true")
 
     bn = sub.add_parser("bench", help="speed side by side: the lab's GRPO step against TRL's GRPOTrainer, rollout tokens/s, memory")
@@ -301,10 +309,12 @@ def _paired(args) -> int:
 
 def _pretrain(args) -> int:
     from .models import TINY_MODEL_DIR
-    from .pretrain import pretrain
+    from .pretrain import GPU_MODEL_DIR, pretrain
 
-    s = pretrain(out_dir=args.out or TINY_MODEL_DIR, seed=args.seed, max_steps=args.max_steps,
-                 target_accuracy=args.target_accuracy, eval_from=args.eval_from, progress=not args.quiet)
+    s = pretrain(out_dir=args.out or (GPU_MODEL_DIR if args.size == "gpu" else TINY_MODEL_DIR), seed=args.seed, max_steps=args.max_steps,
+                 target_accuracy=args.target_accuracy, eval_from=args.eval_from, eval_every=args.eval_every, n_eval=args.n_eval,
+                 progress=not args.quiet, size=args.size, hidden=args.hidden, layers=args.layers, heads=args.heads, ffn=args.ffn,
+                 batch_size=args.batch_size, lr=args.lr, device=args.device)
     print(f"pretrained {s['parameters']:,} parameters in {s['seconds']:.0f} s ({s['steps']} steps): held-out greedy "
           f"accuracy {s['held_out_greedy_accuracy']:.3f}, sampled (T=1) {s['held_out_sampled_accuracy_t1']:.3f}")
     return 0

@@ -442,9 +442,11 @@ def _run_part(name: str, cfg: BenchConfig) -> dict:
     is not possible."""
     import multiprocessing as mp
 
-    if not cfg.isolate or "fork" not in mp.get_all_start_methods():
+    # CUDA cannot be used in a forked child of a process that has used it: there, each run starts afresh.
+    method = "spawn" if _uses_cuda(cfg) else "fork"
+    if not cfg.isolate or method not in mp.get_all_start_methods():
         return _part(name, cfg)
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context(method)
     parent, child = ctx.Pipe(duplex=False)
     p = ctx.Process(target=_child, args=(child, name, cfg))
     p.start()
@@ -458,6 +460,12 @@ def _run_part(name: str, cfg: BenchConfig) -> dict:
     if status != "ok":
         raise RuntimeError(f"bench arm {name!r} failed:\n{payload}")
     return payload
+
+
+def _uses_cuda(cfg: BenchConfig) -> bool:
+    import torch
+
+    return str(cfg.train.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
 
 
 def summarise_arm(runs: list[dict]) -> dict:
@@ -522,7 +530,6 @@ def run_bench(cfg: BenchConfig | None = None, progress=None) -> dict:
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__},
         "machine": {"cpu_count": os.cpu_count(), "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
                     "device": cfg.train.device or ("cuda" if torch.cuda.is_available() else "cpu"),
-                    "device_name": _device_name(cfg.train.device),
                     "omp_num_threads": os.environ.get("OMP_NUM_THREADS")},
         "fairness": FAIRNESS,
     }
@@ -556,6 +563,7 @@ def run_bench(cfg: BenchConfig | None = None, progress=None) -> dict:
         result["rollout"] = _run_part("rollout", cfg)
     if hasattr(os, "getloadavg"):
         result["machine"]["load_average_at_end"] = list(os.getloadavg())
+    result["machine"]["device_name"] = _device_name(cfg.train.device)  # after the runs: it may start CUDA here
     return result
 
 
@@ -572,7 +580,7 @@ FAIRNESS = [
     "arms run in pairs in alternating order (lab ... trl, trl ... lab, ...); one ratio per pair, reported as the median "
     "with a bootstrap interval",
     "time per token beside time per step: completion tokens sampled, and prompt + completion tokens in the update",
-    "each run in its own forked process: its own memory peak and timers",
+    "each run in its own process (forked; started afresh on CUDA): its own memory peak and timers",
 ]
 
 
