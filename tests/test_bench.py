@@ -126,12 +126,12 @@ def test_arm_summary_pools_every_timed_step(result):
 
 def test_the_speedup_is_the_median_of_the_per_pair_ratios(result):
     lab, trl = runs_of(result, "lab"), runs_of(result, "trl")
-    ratios = [t["median_step_seconds"] / lb["median_step_seconds"] for lb, t in zip(lab, trl)]
+    ratios = [t["median_step_seconds"] / lb["median_step_seconds"] for lb, t in zip(lab, trl, strict=True)]
     (c,) = result["comparisons"]
     assert (c["lab_arm"], c["trl_arm"]) == ("lab", "trl") and c["pairs"] == PAIRS
     assert c["step_ratios"] == pytest.approx(ratios)
     assert result["speedup"] == pytest.approx(statistics.median(ratios))
-    token = [t["seconds_per_token"]["step"] / lb["seconds_per_token"]["step"] for lb, t in zip(lab, trl)]
+    token = [t["seconds_per_token"]["step"] / lb["seconds_per_token"]["step"] for lb, t in zip(lab, trl, strict=True)]
     assert c["median_token_ratio"] == pytest.approx(statistics.median(token))
     # two pairs: the exact bootstrap's resamples are {a,a}, {a,b}, {b,a}, {b,b}; the 95% bounds are min and max
     assert result["speedup_interval"] == pytest.approx([min(ratios), max(ratios)])

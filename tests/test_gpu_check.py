@@ -83,8 +83,8 @@ def test_the_full_plan_runs_every_notebook_and_algorithm_at_the_gpu_profile_size
     assert p["policy"] == str(GPU_MODEL_DIR) == P["model"]
     assert p["notebooks"] == sorted(f"notebooks/{q.name}" for q in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
     assert p["pretrain"][:5] == ["pretrain", "--size", "gpu", "--device", "cuda"]
-    for algo, argv in p["train"].items():
-        opts = dict(zip(argv[1::2], argv[2::2]))
+    for argv in p["train"].values():
+        opts = {name: argv[argv.index(name) + 1] for name in ("--device", "--model", "--task", "--prompts", "--group-size", "--seconds")}
         assert opts["--device"] == "cuda" and opts["--model"] == str(GPU_MODEL_DIR) and opts["--task"] == "sum3"
         assert int(opts["--prompts"]) == P["prompts"] and int(opts["--group-size"]) == P["group_size"]
         assert float(opts["--seconds"]) == P["train_seconds"]
