@@ -108,8 +108,8 @@ class BenchConfig:
         t = self.train
         if t.algo != "grpo" or t.track_kl or t.algo_overrides or t.task != "sum3" or t.system_prompt is not None:
             raise ValueError(
-                "train must be GRPO on sum3 with track_kl=False and no algo_overrides or system_prompt (TRL's side runs "
-                f"exactly that), got algo={t.algo!r}, task={t.task!r}, track_kl={t.track_kl}, "
+                "train must be GRPO on sum3 with track_kl=False and no algo_overrides or system_prompt "
+                f"(TRL's side runs exactly that), got algo={t.algo!r}, task={t.task!r}, track_kl={t.track_kl}, "
                 f"algo_overrides={t.algo_overrides}, system_prompt={t.system_prompt!r}"
             )
         for name, minimum in (("steps", 1), ("warmup", 0), ("pairs", 1), ("rollout_repeats", 1)):
@@ -166,15 +166,24 @@ def _summarise_steps(steps: list[dict], warmup: int) -> dict:
     out["update_tokens"] = total["prompt_tokens"] + total["tokens"]
     out["reward_mean"] = statistics.fmean(s["reward_mean"] for s in timed)
     out["mean_completion_length"] = total["tokens"] / total["completions"] if total["completions"] else float("nan")
-    out["seconds_per_token"] = _per_token(sum(secs), sum(s["generation"] for s in timed),
-                                          sum(s["forward_backward"] for s in timed), total["tokens"], out["update_tokens"])
+    out["seconds_per_token"] = _per_token(
+        sum(secs),
+        sum(s["generation"] for s in timed),
+        sum(s["forward_backward"] for s in timed),
+        total["tokens"],
+        out["update_tokens"],
+    )
     return out
 
 
 def _per_token(step: float, generation: float, forward_backward: float, tokens: int, update_tokens: int) -> dict:
     """Seconds per token: the step and generation per completion token sampled, the update's forward +
     backward per token it covers (prompt + completion of every row)."""
-    return {"step": step / tokens, "generation": generation / tokens, "forward_backward": forward_backward / update_tokens}
+    return {
+        "step": step / tokens,
+        "generation": generation / tokens,
+        "forward_backward": forward_backward / update_tokens,
+    }
 
 
 # --- the lab's side -------------------------------------------------------------------------
@@ -200,16 +209,23 @@ def run_lab(cfg: BenchConfig, arm: str = "lab") -> dict:
         tokenizer, prompt_ids = args[1], args[2]  # called as sample_group(model, tokenizer, prompt_ids, ...)
         seen["prompts"].append(tokenizer.batch_decode(prompt_ids, skip_special_tokens=True))
 
-    trainer = Trainer(dataclasses.replace(cfg.train, steps=n), sampler=clock.wrap("generation", sample_group, after_sample),
-                      scorer=clock.wrap("reward", score_completions))
+    trainer = Trainer(
+        dataclasses.replace(cfg.train, steps=n),
+        sampler=clock.wrap("generation", sample_group, after_sample),
+        scorer=clock.wrap("reward", score_completions),
+    )
     clock.install(trainer.model)
     log = StepLog(clock)
     mem = Memory(trainer.device)
 
     def on_step(m):
         sync(trainer.device)
-        log.end_step(tokens=seen["tokens"], prompt_tokens=seen["prompt_tokens"], completions=seen["completions"],
-                     reward_mean=m["reward_mean"])
+        log.end_step(
+            tokens=seen["tokens"],
+            prompt_tokens=seen["prompt_tokens"],
+            completions=seen["completions"],
+            reward_mean=m["reward_mean"],
+        )
         seen["tokens"] = seen["prompt_tokens"] = seen["completions"] = 0
 
     try:
@@ -221,9 +237,16 @@ def run_lab(cfg: BenchConfig, arm: str = "lab") -> dict:
     finally:
         clock.uninstall()
     out = _summarise_steps(log.steps, cfg.warmup)
-    out.update(memory=memory, prompts=seen["prompts"], threads=torch.get_num_threads(), library="grpo_lab",
-               speedups_off=list(LAB_ARMS[arm]),
-               learning=[{k: h.get(k) for k in ("step", "reward_mean", "loss", "grad_norm", "length_mean")} for h in trainer.history])
+    out.update(
+        memory=memory,
+        prompts=seen["prompts"],
+        threads=torch.get_num_threads(),
+        library="grpo_lab",
+        speedups_off=list(LAB_ARMS[arm]),
+        learning=[
+            {k: h.get(k) for k in ("step", "reward_mean", "loss", "grad_norm", "length_mean")} for h in trainer.history
+        ],
+    )
     return out
 
 
@@ -236,7 +259,9 @@ def _count_completion_tokens(completion_ids, eos_token_id: int):
 
     is_eos = completion_ids == eos_token_id
     T = completion_ids.shape[1]
-    return torch.where(is_eos.any(dim=1), is_eos.int().argmax(dim=1) + 1, torch.full_like(is_eos[:, 0], T, dtype=torch.long))
+    return torch.where(
+        is_eos.any(dim=1), is_eos.int().argmax(dim=1) + 1, torch.full_like(is_eos[:, 0], T, dtype=torch.long)
+    )
 
 
 def _cb_tokens(generated: list[int], eos_token_id: int, limit: int) -> int:
@@ -268,7 +293,9 @@ def run_trl(cfg: BenchConfig, arm: str = "trl") -> dict:
     device = next(model.parameters()).device
     base = get_task(tc.task, seed=0)
     # TRL reads prompts from its dataset in order (shuffle_dataset=False): give it the lab's stream.
-    task = Task(base.name, lab_prompt_stream(cfg, cfg.warmup + cfg.steps), base.test, base.reward_fn, features=base.features)
+    task = Task(
+        base.name, lab_prompt_stream(cfg, cfg.warmup + cfg.steps), base.test, base.reward_fn, features=base.features
+    )
     clock = Clock().install(model)
     log = StepLog(clock)
     seen = {"tokens": 0, "prompt_tokens": 0, "completions": 0, "prompts": [], "rewards": []}
@@ -304,20 +331,43 @@ def run_trl(cfg: BenchConfig, arm: str = "trl") -> dict:
         def on_step_end(self, args, state, control, **kwargs):
             sync(device)
             rewards = seen["rewards"][-1] if seen["rewards"] else [float("nan")]
-            log.end_step(tokens=seen["tokens"], prompt_tokens=seen["prompt_tokens"], completions=seen["completions"],
-                         reward_mean=statistics.fmean(rewards))
+            log.end_step(
+                tokens=seen["tokens"],
+                prompt_tokens=seen["prompt_tokens"],
+                completions=seen["completions"],
+                reward_mean=statistics.fmean(rewards),
+            )
             seen["tokens"] = seen["prompt_tokens"] = seen["completions"] = 0
 
     with tempfile.TemporaryDirectory(prefix="grpo_lab_bench_trl_") as d:
         t = make_trl_trainer(
-            model, tokenizer, task, algo="grpo", steps=cfg.warmup + cfg.steps, prompts_per_step=tc.prompts_per_step,
-            group_size=G, max_new_tokens=tc.max_new_tokens, lr=tc.lr, temperature=tc.temperature,
-            seed=tc.seed, output_dir=d,
+            model,
+            tokenizer,
+            task,
+            algo="grpo",
+            steps=cfg.warmup + cfg.steps,
+            prompts_per_step=tc.prompts_per_step,
+            group_size=G,
+            max_new_tokens=tc.max_new_tokens,
+            lr=tc.lr,
+            temperature=tc.temperature,
+            seed=tc.seed,
+            output_dir=d,
             # The bench's own settings on top of the bridge's: the lab's prompt stream in order, pure
             # sampling, the lab's optimiser (torch AdamW, not TRL's default fused AdamW), no logging work.
-            shuffle_dataset=False, top_k=0, top_p=1.0, optim="adamw_torch", adam_beta1=0.9, adam_beta2=0.999,
-            adam_epsilon=1e-8, weight_decay=tc.weight_decay, max_grad_norm=tc.grad_clip, warmup_steps=0,
-            disable_tqdm=True, logging_steps=10**9, **TRL_ARMS[arm],
+            shuffle_dataset=False,
+            top_k=0,
+            top_p=1.0,
+            optim="adamw_torch",
+            adam_beta1=0.9,
+            adam_beta2=0.999,
+            adam_epsilon=1e-8,
+            weight_decay=tc.weight_decay,
+            max_grad_norm=tc.grad_clip,
+            warmup_steps=0,
+            disable_tqdm=True,
+            logging_steps=10**9,
+            **TRL_ARMS[arm],
         )
         t.add_callback(Steps())
         t.reward_funcs[0] = clock.wrap("reward", t.reward_funcs[0], after_reward)
@@ -328,8 +378,13 @@ def run_trl(cfg: BenchConfig, arm: str = "trl") -> dict:
         finally:
             clock.uninstall()
     out = _summarise_steps(log.steps, cfg.warmup)
-    out.update(memory=memory, prompts=seen["prompts"], threads=torch.get_num_threads(), library=f"trl {trl.__version__}",
-               trl_settings=dict(TRL_ARMS[arm]))
+    out.update(
+        memory=memory,
+        prompts=seen["prompts"],
+        threads=torch.get_num_threads(),
+        library=f"trl {trl.__version__}",
+        trl_settings=dict(TRL_ARMS[arm]),
+    )
     return out
 
 
@@ -337,18 +392,34 @@ def check_trl_settings(args, cfg: BenchConfig, arm: str = "trl") -> None:
     """Fail loudly if TRL would not do the lab's work (a changed bridge or TRL default)."""
     tc = cfg.train
     want = {
-        "loss_type": "grpo", "beta": 0.0, "num_generations": tc.group_size,
-        "per_device_train_batch_size": tc.prompts_per_step * tc.group_size, "gradient_accumulation_steps": 1,
-        "steps_per_generation": 1, "num_iterations": 1, "max_completion_length": tc.max_new_tokens,
-        "temperature": tc.temperature, "top_k": 0, "top_p": 1.0, "learning_rate": tc.lr, "weight_decay": tc.weight_decay,
-        "max_grad_norm": tc.grad_clip, "epsilon": 0.2, "gradient_checkpointing": False, "shuffle_dataset": False,
-        "report_to": [], "use_vllm": False,
+        "loss_type": "grpo",
+        "beta": 0.0,
+        "num_generations": tc.group_size,
+        "per_device_train_batch_size": tc.prompts_per_step * tc.group_size,
+        "gradient_accumulation_steps": 1,
+        "steps_per_generation": 1,
+        "num_iterations": 1,
+        "max_completion_length": tc.max_new_tokens,
+        "temperature": tc.temperature,
+        "top_k": 0,
+        "top_p": 1.0,
+        "learning_rate": tc.lr,
+        "weight_decay": tc.weight_decay,
+        "max_grad_norm": tc.grad_clip,
+        "epsilon": 0.2,
+        "gradient_checkpointing": False,
+        "shuffle_dataset": False,
+        "report_to": [],
+        "use_vllm": False,
         "use_transformers_continuous_batching": bool(TRL_ARMS[arm].get("use_transformers_continuous_batching", False)),
     }
     got = {k: getattr(args, k) for k in want}
     got["report_to"] = [r for r in (args.report_to or []) if r != "none"]
     got["optim"], want["optim"] = str(getattr(args.optim, "value", args.optim)), "adamw_torch"
-    got["lr_scheduler_type"], want["lr_scheduler_type"] = str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)), "constant"
+    got["lr_scheduler_type"], want["lr_scheduler_type"] = (
+        str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)),
+        "constant",
+    )
     bad = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
     if bad:
         raise RuntimeError(f"TRL's GRPOConfig does not match the lab's step (got, wanted): {bad}")
@@ -383,9 +454,15 @@ def run_rollout(cfg: BenchConfig) -> dict:
     def hf(greedy=False):
         kw = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=tc.temperature, top_k=0, top_p=1.0)
         with torch.no_grad():
-            out = model.generate(input_ids=rep_ids, attention_mask=rep_mask, max_new_tokens=T, pad_token_id=tokenizer.pad_token_id,
-                                 eos_token_id=eos, **kw)
-        c = out[:, rep_ids.shape[1]:]
+            out = model.generate(
+                input_ids=rep_ids,
+                attention_mask=rep_mask,
+                max_new_tokens=T,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=eos,
+                **kw,
+            )
+        c = out[:, rep_ids.shape[1] :]
         return c, _count_completion_tokens(c, eos)
 
     fns = {"lab_sample_group": lab, "hf_generate": hf}
@@ -400,9 +477,14 @@ def run_rollout(cfg: BenchConfig) -> dict:
         secs[name].append(time.perf_counter() - t)
         toks[name].append(int(lengths.sum()))
     result = {
-        name: {"calls": cfg.rollout_repeats, "completions_per_call": len(prompts) * G, "tokens": sum(toks[name]),
-               "seconds": sum(secs[name]), "median_call_seconds": statistics.median(secs[name]),
-               "tokens_per_second": sum(toks[name]) / sum(secs[name])}
+        name: {
+            "calls": cfg.rollout_repeats,
+            "completions_per_call": len(prompts) * G,
+            "tokens": sum(toks[name]),
+            "seconds": sum(secs[name]),
+            "median_call_seconds": statistics.median(secs[name]),
+            "tokens_per_second": sum(toks[name]) / sum(secs[name]),
+        }
         for name in fns
     }
     # Same work? Greedy decoding must give the same tokens through both paths.
@@ -412,7 +494,9 @@ def run_rollout(cfg: BenchConfig) -> dict:
         torch.equal(c_lab[i, : int(n_lab[i])], c_hf[i, : int(n_hf[i])]) for i in range(c_lab.shape[0])
     )
     result["greedy_outputs_match"] = same
-    result["speedup_tokens_per_second"] = result["lab_sample_group"]["tokens_per_second"] / result["hf_generate"]["tokens_per_second"]
+    result["speedup_tokens_per_second"] = (
+        result["lab_sample_group"]["tokens_per_second"] / result["hf_generate"]["tokens_per_second"]
+    )
     result["threads"] = torch.get_num_threads()
     return result
 
@@ -480,13 +564,19 @@ def summarise_arm(runs: list[dict]) -> dict:
         "median_step_seconds": statistics.median(steps),
         "step_spread": spread(steps),
         "run_median_step_seconds": [r["median_step_seconds"] for r in runs],
-        "breakdown_seconds": {c: statistics.fmean(r["breakdown_seconds"][c] for r in runs) for c in CATEGORIES + ("other",)},
+        "breakdown_seconds": {
+            c: statistics.fmean(r["breakdown_seconds"][c] for r in runs) for c in CATEGORIES + ("other",)
+        },
         "tokens_per_step": tokens / n_steps,
         "update_tokens_per_step": update_tokens / n_steps,
         "mean_completion_length": tokens / sum(r["completions"] for r in runs),
-        "seconds_per_token": _per_token(sum(steps), sum(r["breakdown_seconds"]["generation"] * len(r["step_seconds"]) for r in runs),
-                                        sum(r["breakdown_seconds"]["forward_backward"] * len(r["step_seconds"]) for r in runs),
-                                        tokens, update_tokens),
+        "seconds_per_token": _per_token(
+            sum(steps),
+            sum(r["breakdown_seconds"]["generation"] * len(r["step_seconds"]) for r in runs),
+            sum(r["breakdown_seconds"]["forward_backward"] * len(r["step_seconds"]) for r in runs),
+            tokens,
+            update_tokens,
+        ),
         "reward_mean": statistics.fmean(r["reward_mean"] for r in runs),
         "peak_memory_added_mb": max(r["memory"]["peak_added_mb"] for r in runs),
         "peak_memory_mb": max(r["memory"]["peak_mb"] for r in runs),
@@ -497,9 +587,17 @@ def compare(lab_runs: list[dict], trl_runs: list[dict], level: float = 0.95) -> 
     """TRL over the lab, pair by pair (run i of each): the ratio of median step times and of step
     seconds per generated token, each with its median and bootstrap interval over the pairs."""
     step = [t["median_step_seconds"] / lab["median_step_seconds"] for lab, t in zip(lab_runs, trl_runs, strict=True)]
-    token = [t["seconds_per_token"]["step"] / lab["seconds_per_token"]["step"] for lab, t in zip(lab_runs, trl_runs, strict=True)]
-    out = {"pairs": len(step), "step_ratios": step, "median_step_ratio": statistics.median(step),
-           "token_ratios": token, "median_token_ratio": statistics.median(token)}
+    token = [
+        t["seconds_per_token"]["step"] / lab["seconds_per_token"]["step"]
+        for lab, t in zip(lab_runs, trl_runs, strict=True)
+    ]
+    out = {
+        "pairs": len(step),
+        "step_ratios": step,
+        "median_step_ratio": statistics.median(step),
+        "token_ratios": token,
+        "median_token_ratio": statistics.median(token),
+    }
     if len(step) >= 2:
         out["step_interval"] = bootstrap_interval(step, level)
         out["token_interval"] = bootstrap_interval(token, level)
@@ -527,10 +625,17 @@ def run_bench(cfg: BenchConfig | None = None, progress=None) -> dict:
 
     result: dict = {
         "config": {**asdict(cfg), "arms": list(arms)},
-        "versions": {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__},
-        "machine": {"cpu_count": os.cpu_count(), "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-                    "device": cfg.train.device or ("cuda" if torch.cuda.is_available() else "cpu"),
-                    "omp_num_threads": os.environ.get("OMP_NUM_THREADS")},
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+        },
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "device": cfg.train.device or ("cuda" if torch.cuda.is_available() else "cpu"),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        },
         "fairness": FAIRNESS,
     }
     if any(a in TRL_ARMS for a in arms):
@@ -552,7 +657,9 @@ def run_bench(cfg: BenchConfig | None = None, progress=None) -> dict:
         P = cfg.train.prompts_per_step
         want = [list(stream[i * P : (i + 1) * P]) for i in range(cfg.warmup + cfg.steps)]
         result["same_prompts"] = all(r["prompts"] == want for rs in runs.values() for r in rs)
-    result["comparisons"] = [{"lab_arm": a, "trl_arm": b, **compare(runs[a], runs[b], cfg.level)} for a, b in comparisons_for(arms)]
+    result["comparisons"] = [
+        {"lab_arm": a, "trl_arm": b, **compare(runs[a], runs[b], cfg.level)} for a, b in comparisons_for(arms)
+    ]
     main = [c for c in result["comparisons"] if (c["lab_arm"], c["trl_arm"]) == ("lab", "trl")]
     if main:
         result["speedup"] = main[0]["median_step_ratio"]
@@ -571,13 +678,16 @@ FAIRNESS = [
     "same weights: both sides load the same model from disk",
     "same prompts per step, in the same order: the lab's prompt stream is TRL's dataset, unshuffled "
     "(checked on what each model was fed: same_prompts)",
-    "same batch: prompts x G completions, one optimiser step per generation (steps_per_generation=1, num_iterations=1)",
+    "same batch: prompts x G completions, one optimiser step per generation "
+    "(steps_per_generation=1, num_iterations=1)",
     "same sampling: temperature T, top-k 0, top-p 1, the same max completion length; stop at EOS",
-    "same loss: GRPO, clip 0.2, beta 0 (no reference model; the lab's track_kl off), loss_type='grpo' = seq_mean_token_mean",
-    "same optimiser: torch AdamW, same lr, betas (0.9, 0.999), eps 1e-8, same weight decay, constant lr, same grad clip",
+    "same loss: GRPO, clip 0.2, beta 0 (no reference model; the lab's track_kl off), "
+    "loss_type='grpo' = seq_mean_token_mean",
+    "same optimiser: torch AdamW, same lr, betas (0.9, 0.999), eps 1e-8, same weight decay, constant lr, grad clip",
     "TRL's gradient checkpointing off (GRPOConfig turns it on by default; the lab never recomputes activations)",
-    "a step is the time between the ends of two consecutive steps of each library's own loop; warm-up steps excluded",
-    "arms run in pairs in alternating order (lab ... trl, trl ... lab, ...); one ratio per pair, reported as the median "
+    "a step is the time between the ends of two consecutive steps of each library's own loop; "
+    "warm-up steps excluded",
+    "arms run in pairs in alternating order (lab ... trl, trl ... lab, ...); one ratio per pair, reported as median "
     "with a bootstrap interval",
     "time per token beside time per step: completion tokens sampled, and prompt + completion tokens in the update",
     "each run in its own process (forked; started afresh on CUDA): its own memory peak and timers",
@@ -595,37 +705,51 @@ def format_table(r: dict) -> str:
     """The bench result as plain text: each arm's step, its spread and time per token, then the ratios."""
     c = r["config"]
     t = c["train"]
-    lines = [f"bench: {t['prompts_per_step']} prompts x G={t['group_size']}, {t['max_new_tokens']} new tokens, "
-             f"T={t['temperature']:g}, lr={t['lr']:g}, model {t['model']}; {c['pairs']} pairs of runs, each "
-             f"{c['warmup']} warm-up + {c['steps']} timed steps; device {r['machine']['device']} "
-             f"({r['machine']['device_name']}), {r['machine']['cpu_count']} CPUs, load {_load(r)}"]
+    lines = [
+        f"bench: {t['prompts_per_step']} prompts x G={t['group_size']}, {t['max_new_tokens']} new tokens, "
+        f"T={t['temperature']:g}, lr={t['lr']:g}, model {t['model']}; {c['pairs']} pairs of runs, each "
+        f"{c['warmup']} warm-up + {c['steps']} timed steps; device {r['machine']['device']} "
+        f"({r['machine']['device_name']}), {r['machine']['cpu_count']} CPUs, load {_load(r)}"
+    ]
     if r.get("arms"):
-        lines += ["", f"{'arm':26}{'step median (s)':>17}{'q1-q3 (s)':>16}{'ms/token':>10}{'gen ms/tok':>12}"
-                      f"{'upd ms/tok':>12}{'tokens/step':>13}{'peak +MB':>10}"]
+        lines += [
+            "",
+            f"{'arm':26}{'step median (s)':>17}{'q1-q3 (s)':>16}{'ms/token':>10}{'gen ms/tok':>12}"
+            f"{'upd ms/tok':>12}{'tokens/step':>13}{'peak +MB':>10}",
+        ]
         for name, a in r["arms"].items():
             sp, pt = a["step_spread"], a["seconds_per_token"]
-            lines.append(f"{name:26}{a['median_step_seconds']:>17.3f}{sp['q1']:>8.3f}-{sp['q3']:<7.3f}"
-                         f"{1e3 * pt['step']:>10.3f}{1e3 * pt['generation']:>12.3f}{1e3 * pt['forward_backward']:>12.4f}"
-                         f"{a['tokens_per_step']:>13.0f}{a['peak_memory_added_mb']:>10.0f}")
+            lines.append(
+                f"{name:26}{a['median_step_seconds']:>17.3f}{sp['q1']:>8.3f}-{sp['q3']:<7.3f}"
+                f"{1e3 * pt['step']:>10.3f}{1e3 * pt['generation']:>12.3f}{1e3 * pt['forward_backward']:>12.4f}"
+                f"{a['tokens_per_step']:>13.0f}{a['peak_memory_added_mb']:>10.0f}"
+            )
         lines += ["", "where the step goes (mean seconds): " + ", ".join(CATEGORIES + ("other",))]
         for name, a in r["arms"].items():
-            lines.append(f"  {name:24}" + " ".join(f"{a['breakdown_seconds'][k]:7.3f}" for k in CATEGORIES + ("other",)))
+            lines.append(
+                f"  {name:24}" + " ".join(f"{a['breakdown_seconds'][k]:7.3f}" for k in CATEGORIES + ("other",))
+            )
     if r.get("comparisons"):
         lines += ["", "TRL's time over the lab's (median over pairs):"]
         for cmp in r["comparisons"]:
-            lines.append(f"  {cmp['trl_arm']} / {cmp['lab_arm']}: per step {cmp['median_step_ratio']:.2f}x "
-                         f"{_fmt_interval(cmp, 'step')}; per generated token {cmp['median_token_ratio']:.2f}x "
-                         f"{_fmt_interval(cmp, 'token')}")
+            lines.append(
+                f"  {cmp['trl_arm']} / {cmp['lab_arm']}: per step {cmp['median_step_ratio']:.2f}x "
+                f"{_fmt_interval(cmp, 'step')}; per generated token {cmp['median_token_ratio']:.2f}x "
+                f"{_fmt_interval(cmp, 'token')}"
+            )
         if c["pairs"] < MIN_PAIRS_FOR_README:
             lines.append(f"  (only {c['pairs']} pairs: use at least {MIN_PAIRS_FOR_README} for a figure worth quoting)")
         lines.append(f"  same prompts on every run: {r['same_prompts']}")
     if "rollout" in r:
         ro = r["rollout"]
         a, b = ro["lab_sample_group"], ro["hf_generate"]
-        lines += ["", f"rollout, {a['completions_per_call']} completions per call, {a['calls']} calls each (alternated):",
-                  f"  lab sample_group   {a['tokens_per_second']:9.0f} tokens/s  ({a['median_call_seconds']:.3f} s per call)",
-                  f"  model.generate     {b['tokens_per_second']:9.0f} tokens/s  ({b['median_call_seconds']:.3f} s per call)",
-                  f"  ratio {ro['speedup_tokens_per_second']:.2f}x; greedy outputs identical: {ro['greedy_outputs_match']}"]
+        lines += [
+            "",
+            f"rollout, {a['completions_per_call']} completions per call, {a['calls']} calls each (alternated):",
+            f"  lab sample_group   {a['tokens_per_second']:9.0f} tokens/s  ({a['median_call_seconds']:.3f} s per call)",
+            f"  model.generate     {b['tokens_per_second']:9.0f} tokens/s  ({b['median_call_seconds']:.3f} s per call)",
+            f"  ratio {ro['speedup_tokens_per_second']:.2f}x; greedy outputs identical: {ro['greedy_outputs_match']}",
+        ]
     return "\n".join(lines)
 
 

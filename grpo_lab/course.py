@@ -27,7 +27,8 @@ from .pretrain import GPU_MODEL_DIR
 PROFILES = {
     "fast": {"train_seconds": 8, "steps": 6, "prompts": 8, "group_size": 4, "n_eval": 64, "model": "tiny-sum3"},
     "cpu": {"train_seconds": 40, "steps": 40, "prompts": 16, "group_size": 8, "n_eval": 256, "model": "tiny-sum3"},
-    "gpu": {"train_seconds": 120, "steps": 200, "prompts": 64, "group_size": 16, "n_eval": 1000, "model": str(GPU_MODEL_DIR)},
+    "gpu": {"train_seconds": 120, "steps": 200, "prompts": 64, "group_size": 16, "n_eval": 1000,
+            "model": str(GPU_MODEL_DIR)},
 }
 HISTORIES = ASSETS / "histories"
 

@@ -95,8 +95,9 @@ def pretrain(
     set_threads()
     torch.manual_seed(seed)
     tokenizer = build_char_tokenizer(SUM3_CHARS)
-    config = tiny_llama_config(vocab_size=len(tokenizer), hidden=shape["hidden"], layers=shape["layers"], heads=shape["heads"],
-                               ffn=shape["ffn"])
+    config = tiny_llama_config(
+        vocab_size=len(tokenizer), hidden=shape["hidden"], layers=shape["layers"], heads=shape["heads"], ffn=shape["ffn"]
+    )
     from transformers import LlamaForCausalLM
 
     model = LlamaForCausalLM(config).to(dev)
@@ -111,7 +112,8 @@ def pretrain(
     history, reached = [], None
     bar = tqdm(range(max_steps), desc="pretrain", disable=not progress)
     for step in bar:
-        ids, att, lab = (x.to(dev) for x in _batch(tokenizer, data[step * batch_size : (step + 1) * batch_size]))
+        batch = _batch(tokenizer, data[step * batch_size : (step + 1) * batch_size])
+        ids, att, lab = (x.to(dev) for x in batch)
         model.train()
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=on_cuda):
             loss = model(input_ids=ids, attention_mask=att, labels=lab).loss

@@ -155,15 +155,20 @@ def sample_group(
     ids = prompt_ids.repeat_interleave(group_size, dim=0)
     am = prompt_mask.repeat_interleave(group_size, dim=0)
     B = ids.shape[0]
-    share_prompt = SPEEDUPS["share_prompt"] if share_prompt is None else share_prompt
+    share_prompt = group_size == 1 or (SPEEDUPS["share_prompt"] if share_prompt is None else share_prompt)
     compact = SPEEDUPS["compact"] if compact is None else compact
     was_training = model.training
     model.eval()
     # Speed: the G samples of a prompt share its prefix, so each prompt is run once and its KV cache
     # (and first-token logits) repeated G times: the same numbers as running every copy.
-    share_prompt = share_prompt or group_size == 1
     if share_prompt:
-        out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=_positions(prompt_mask), use_cache=True, logits_to_keep=1)
+        out = model(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            position_ids=_positions(prompt_mask),
+            use_cache=True,
+            logits_to_keep=1,
+        )
         cache = out.cache if hasattr(out, "cache") else out.past_key_values
         logits = out.logits[:, -1, :].repeat_interleave(group_size, dim=0)
     if group_size > 1 and share_prompt and hasattr(cache, "batch_repeat_interleave"):

@@ -184,8 +184,13 @@ class Memory:
             if math.isnan(peak):
                 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             kind = "cpu_rss"
-        return {"kind": kind, "before_mb": round(self.base, 1), "peak_mb": round(peak, 1),
-                "peak_added_mb": round(peak - self.base, 1), "peak_is_phase_only": self.hwm_reset}
+        return {
+            "kind": kind,
+            "before_mb": round(self.base, 1),
+            "peak_mb": round(peak, 1),
+            "peak_added_mb": round(peak - self.base, 1),
+            "peak_is_phase_only": self.hwm_reset,
+        }
 
 
 # --- statistics -----------------------------------------------------------------------------
@@ -210,16 +215,28 @@ def spread(values: Sequence[float]) -> dict:
     v = sorted(values)
     med = statistics.median(v)
     q1, q3 = quantile(v, 0.25), quantile(v, 0.75)
-    return {"n": len(v), "min": v[0], "q1": q1, "median": med, "q3": q3, "max": v[-1],
-            "iqr_over_median": (q3 - q1) / med if med else float("nan")}
+    return {
+        "n": len(v),
+        "min": v[0],
+        "q1": q1,
+        "median": med,
+        "q3": q3,
+        "max": v[-1],
+        "iqr_over_median": (q3 - q1) / med if med else float("nan"),
+    }
 
 
 EXACT_BOOTSTRAP_MAX = 6
 """Up to this many values the bootstrap enumerates every resample (n**n of them: 46,656 at 6)."""
 
 
-def bootstrap_interval(values: Sequence[float], level: float = 0.95, stat: Callable = statistics.median,
-                       resamples: int = 10_000, seed: int = 0) -> dict:
+def bootstrap_interval(
+    values: Sequence[float],
+    level: float = 0.95,
+    stat: Callable = statistics.median,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> dict:
     """Percentile bootstrap interval of ``stat`` over ``values`` (resampled with replacement).
 
     With at most ``EXACT_BOOTSTRAP_MAX`` values every one of the n**n equally likely resamples is
@@ -246,5 +263,10 @@ def bootstrap_interval(values: Sequence[float], level: float = 0.95, stat: Calla
         # the smallest k with (k + 1) / m >= share; a tiny tolerance keeps exact fractions exact
         return dist[min(m - 1, max(0, math.ceil(share * m - 1e-9) - 1))]
 
-    return {"level": level, "low": at_share((1 - level) / 2), "high": at_share((1 + level) / 2),
-            "estimate": stat(list(values)), "method": method}
+    return {
+        "level": level,
+        "low": at_share((1 - level) / 2),
+        "high": at_share((1 + level) / 2),
+        "estimate": stat(list(values)),
+        "method": method,
+    }

@@ -54,8 +54,20 @@ def runs_of(result, arm):
 
 
 def test_the_json_has_every_part(result):
-    for key in ("config", "versions", "machine", "fairness", "order", "runs", "arms", "comparisons", "rollout", "speedup",
-                "speedup_interval", "same_prompts"):
+    for key in (
+        "config",
+        "versions",
+        "machine",
+        "fairness",
+        "order",
+        "runs",
+        "arms",
+        "comparisons",
+        "rollout",
+        "speedup",
+        "speedup_interval",
+        "same_prompts",
+    ):
         assert key in result, key
     assert result["versions"]["trl"]
     t = result["config"]["train"]
@@ -110,7 +122,9 @@ def test_tokens_per_phase_and_time_per_token(result):
         spt = r["seconds_per_token"]
         assert spt["step"] == pytest.approx(sum(r["step_seconds"]) / r["tokens"], rel=1e-3)
         assert spt["generation"] == pytest.approx(r["breakdown_seconds"]["generation"] * n / r["tokens"], rel=1e-6)
-        assert spt["forward_backward"] == pytest.approx(r["breakdown_seconds"]["forward_backward"] * n / r["update_tokens"], rel=1e-6)
+        assert spt["forward_backward"] == pytest.approx(
+            r["breakdown_seconds"]["forward_backward"] * n / r["update_tokens"], rel=1e-6
+        )
 
 
 def test_arm_summary_pools_every_timed_step(result):
@@ -119,7 +133,9 @@ def test_arm_summary_pools_every_timed_step(result):
         steps = [s for r in runs for s in r["step_seconds"]]
         assert a["runs"] == PAIRS and a["step_spread"]["n"] == PAIRS * STEPS
         assert a["median_step_seconds"] == pytest.approx(statistics.median(steps))
-        assert a["step_spread"]["min"] == pytest.approx(min(steps)) and a["step_spread"]["max"] == pytest.approx(max(steps))
+        assert a["step_spread"]["min"] == pytest.approx(min(steps)) and a["step_spread"]["max"] == pytest.approx(
+            max(steps)
+        )
         assert a["tokens_per_step"] == pytest.approx(sum(r["tokens"] for r in runs) / (PAIRS * STEPS))
         assert a["seconds_per_token"]["step"] == pytest.approx(sum(steps) / sum(r["tokens"] for r in runs), rel=1e-3)
 
@@ -168,8 +184,27 @@ def test_rollout_counts_tokens_and_both_generators_agree_greedily(result):
 
 def test_in_process_rollout_only(tmp_path, capsys):
     out = tmp_path / "r.json"
-    assert call(["bench", "--only", "rollout", "--in-process", "--prompts", "1", "--group-size", "2", "--max-new-tokens", "4",
-                 "--rollout-repeats", "1", "--json", str(out)]) == 0
+    assert (
+        call(
+            [
+                "bench",
+                "--only",
+                "rollout",
+                "--in-process",
+                "--prompts",
+                "1",
+                "--group-size",
+                "2",
+                "--max-new-tokens",
+                "4",
+                "--rollout-repeats",
+                "1",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     r = json.loads(out.read_text())
     assert "rollout" in r and "arms" not in r and "speedup" not in r and r["comparisons"] == []
     assert "tokens/s" in capsys.readouterr().out
@@ -177,8 +212,31 @@ def test_in_process_rollout_only(tmp_path, capsys):
 
 def test_an_ablation_runs_in_process_with_its_speedup_off_and_restores_it(tmp_path):
     out = tmp_path / "a.json"
-    assert call(["bench", "--only", "lab_no_compaction", "--in-process", "--prompts", "1", "--group-size", "2",
-                 "--max-new-tokens", "4", "--steps", "1", "--warmup", "0", "--pairs", "1", "--json", str(out)]) == 0
+    assert (
+        call(
+            [
+                "bench",
+                "--only",
+                "lab_no_compaction",
+                "--in-process",
+                "--prompts",
+                "1",
+                "--group-size",
+                "2",
+                "--max-new-tokens",
+                "4",
+                "--steps",
+                "1",
+                "--warmup",
+                "0",
+                "--pairs",
+                "1",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     r = json.loads(out.read_text())
     assert r["runs"][0]["speedups_off"] == ["compact"] and r["arms"]["lab_no_compaction"]["runs"] == 1
     assert SPEEDUPS == {"share_prompt": True, "compact": True, "length_grouping": True}
@@ -192,7 +250,12 @@ def test_bootstrap_interval_of_the_median_of_three_values_by_hand():
     # two draws are 1: 3 * (1 * 1 * 2) + 1 = 7 triples; likewise 3 for 7 triples; 2 for the other 13.
     # Cumulative shares: 7/27 = 0.259 at 1, 20/27 = 0.741 at 2, 1 at 3.
     assert bootstrap_interval([1.0, 2.0, 3.0], level=0.5) | {} == {
-        "level": 0.5, "low": 1.0, "high": 3.0, "estimate": 2.0, "method": "exact"}  # 0.25 -> 1; 0.75 > 0.741 -> 3
+        "level": 0.5,
+        "low": 1.0,
+        "high": 3.0,
+        "estimate": 2.0,
+        "method": "exact",
+    }  # 0.25 -> 1; 0.75 > 0.741 -> 3
     iv = bootstrap_interval([1.0, 2.0, 3.0], level=0.4)  # 0.3 > 0.259 -> 2; 0.7 <= 0.741 -> 2
     assert (iv["low"], iv["high"]) == (2.0, 2.0)
     iv = bootstrap_interval([3.0, 1.0, 2.0], level=0.95)  # order does not matter
@@ -241,8 +304,13 @@ def test_compare_divides_trl_by_the_lab_pair_by_pair():
 
 
 def test_the_ablations_are_compared_with_trl_and_continuous_batching_with_the_lab():
-    assert comparisons_for(tuple(ARMS)) == [("lab", "trl"), ("lab_no_prompt_sharing", "trl"), ("lab_no_compaction", "trl"),
-                                            ("lab_no_length_grouping", "trl"), ("lab", "trl_continuous_batching")]
+    assert comparisons_for(tuple(ARMS)) == [
+        ("lab", "trl"),
+        ("lab_no_prompt_sharing", "trl"),
+        ("lab_no_compaction", "trl"),
+        ("lab_no_length_grouping", "trl"),
+        ("lab", "trl_continuous_batching"),
+    ]
     assert comparisons_for(("lab",)) == []
 
 
@@ -251,8 +319,9 @@ def test_the_ablations_are_compared_with_trl_and_continuous_batching_with_the_la
 
 def _batch_sizes(model):
     sizes = []
-    handle = model.register_forward_pre_hook(lambda m, args, kwargs: sizes.append(tuple(kwargs["input_ids"].shape)),
-                                             with_kwargs=True)
+    handle = model.register_forward_pre_hook(
+        lambda m, args, kwargs: sizes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
     return sizes, handle
 
 
@@ -275,7 +344,9 @@ def test_each_speedup_switch_changes_the_work_and_not_the_tokens(tiny_policy):
     assert min(s[0] for s in sizes[1:]) < N * Gs  # finished rows left the batch
     for kw in ({"share_prompt": False}, {"compact": False}):
         ro, s = sample(**kw)
-        assert torch.equal(ro.completion_ids, base.completion_ids) and torch.allclose(ro.sample_logp, base.sample_logp, atol=1e-5)
+        assert torch.equal(ro.completion_ids, base.completion_ids) and torch.allclose(
+            ro.sample_logp, base.sample_logp, atol=1e-5
+        )
         if "share_prompt" in kw:
             assert s[0][0] == N * Gs  # every copy of the prompt run
         else:
@@ -289,7 +360,9 @@ def test_each_speedup_switch_changes_the_work_and_not_the_tokens(tiny_policy):
         sizes, h = _batch_sizes(model)
         try:
             with torch.no_grad():
-                lp, _ = token_logps(model, base.prompt_ids, base.prompt_mask, base.completion_ids, base.completion_mask, 1.3, **kw)
+                lp, _ = token_logps(
+                    model, base.prompt_ids, base.prompt_mask, base.completion_ids, base.completion_mask, 1.3, **kw
+                )
         finally:
             h.remove()
         return lp, sizes

@@ -26,8 +26,13 @@ from grpo_lab.pretrain import GPU_MODEL_DIR  # noqa: E402
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu_check")
-    p = subprocess.run(["bash", str(ROOT / "tools" / "gpu_check.sh"), "--cpu-smoke", "--out", str(out)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        ["bash", str(ROOT / "tools" / "gpu_check.sh"), "--cpu-smoke", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
     return out, json.loads((out / "gpu_check.json").read_text())
 
@@ -58,7 +63,9 @@ def test_each_training_run_reports_what_its_own_summary_says(smoke, algo):
     s = json.loads((out / f"train_{algo}.json").read_text())
     assert t["steps"] == s["steps"] == 1
     assert t["seconds_per_step"] == pytest.approx(statistics.median(m["step_seconds"] for m in s["history"]))
-    assert t["rollout_tokens_per_second"] == pytest.approx(statistics.median(m["tokens_per_second"] for m in s["history"]))
+    assert t["rollout_tokens_per_second"] == pytest.approx(
+        statistics.median(m["tokens_per_second"] for m in s["history"])
+    )
     assert t["accuracy_gain"] == pytest.approx(s["after"]["accuracy"] - s["before"]["accuracy"])
     assert 0.0 <= t["accuracy_before"] <= 1.0 and 0.0 <= t["accuracy_after"] <= 1.0
     assert t["peak_memory_mb"] == s["peak_memory_mb"] > 0
@@ -84,7 +91,10 @@ def test_the_full_plan_runs_every_notebook_and_algorithm_at_the_gpu_profile_size
     assert p["notebooks"] == sorted(f"notebooks/{q.name}" for q in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
     assert p["pretrain"][:5] == ["pretrain", "--size", "gpu", "--device", "cuda"]
     for argv in p["train"].values():
-        opts = {name: argv[argv.index(name) + 1] for name in ("--device", "--model", "--task", "--prompts", "--group-size", "--seconds")}
+        opts = {
+            name: argv[argv.index(name) + 1]
+            for name in ("--device", "--model", "--task", "--prompts", "--group-size", "--seconds")
+        }
         assert opts["--device"] == "cuda" and opts["--model"] == str(GPU_MODEL_DIR) and opts["--task"] == "sum3"
         assert int(opts["--prompts"]) == P["prompts"] and int(opts["--group-size"]) == P["group_size"]
         assert float(opts["--seconds"]) == P["train_seconds"]
@@ -111,11 +121,22 @@ def test_the_gpu_policy_size_has_34_million_parameters():
         model = LlamaForCausalLM(tiny_llama_config(17, s["hidden"], s["layers"], s["heads"], s["ffn"]))
     # by hand: embeddings 17 * 512 (tied with the head) + 8 layers of (4 * 512^2 attention + 3 * 512 * 2048 MLP
     # + 2 * 512 norms) + the final norm 512
-    assert sum(p.numel() for p in model.parameters()) == 17 * 512 + 8 * (4 * 512**2 + 3 * 512 * 2048 + 2 * 512) + 512 == 33_571_840
+    assert (
+        sum(p.numel() for p in model.parameters())
+        == 17 * 512 + 8 * (4 * 512**2 + 3 * 512 * 2048 + 2 * 512) + 512
+        == 33_571_840
+    )
 
 
-@pytest.mark.parametrize("kwargs, needle", [({"size": "huge"}, "size must be one of"), ({"hidden": 30, "heads": 4}, "multiple of heads"),
-                                            ({"layers": 0}, "layers must be a positive int"), ({"lr": float("nan")}, "lr must be")])
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"size": "huge"}, "size must be one of"),
+        ({"hidden": 30, "heads": 4}, "multiple of heads"),
+        ({"layers": 0}, "layers must be a positive int"),
+        ({"lr": float("nan")}, "lr must be"),
+    ],
+)
 def test_pretrain_rejects_bad_sizes_naming_them(tmp_path, kwargs, needle):
     from grpo_lab.pretrain import pretrain
 

@@ -48,35 +48,103 @@ def plan(smoke: bool, out: Path, train_seconds: float | None) -> dict:
     if smoke:
         policy = out / "policy"
         sizes = {"prompts": 2, "group_size": 2, "steps": 1, "max_new_tokens": 8, "n_eval": 8, "train_seconds": None}
-        pretrain = ["pretrain", "--out", str(policy), "--hidden", "32", "--layers", "1", "--heads", "2", "--ffn", "64",
-                    "--batch-size", "16", "--max-steps", "20", "--eval-from", "10", "--eval-every", "10", "--n-eval", "16",
-                    "--device", "cpu", "--quiet"]
+        pretrain = [
+            "pretrain",
+            "--out",
+            str(policy),
+            "--hidden",
+            "32",
+            "--layers",
+            "1",
+            "--heads",
+            "2",
+            "--ffn",
+            "64",
+            "--batch-size",
+            "16",
+            "--max-steps",
+            "20",
+            "--eval-from",
+            "10",
+            "--eval-every",
+            "10",
+            "--n-eval",
+            "16",
+            "--device",
+            "cpu",
+            "--quiet",
+        ]
         device = "cpu"
         bench = ["--steps", "1", "--warmup", "0", "--pairs", "1", "--only", "lab", "trl", "--in-process"]
     else:
         policy = GPU_MODEL_DIR  # where the gpu profile (and so the notebooks) look for it
         P = PROFILES["gpu"]
-        sizes = {"prompts": P["prompts"], "group_size": P["group_size"], "steps": P["steps"], "max_new_tokens": 32,
-                 "n_eval": P["n_eval"], "train_seconds": train_seconds or P["train_seconds"]}
+        sizes = {
+            "prompts": P["prompts"],
+            "group_size": P["group_size"],
+            "steps": P["steps"],
+            "max_new_tokens": 32,
+            "n_eval": P["n_eval"],
+            "train_seconds": train_seconds or P["train_seconds"],
+        }
         pretrain = ["pretrain", "--size", "gpu", "--device", "cuda", "--out", str(policy), "--quiet"]
         device = "cuda"
         bench = ["--steps", "5", "--warmup", "2", "--pairs", "5"]
     train = {}
     for algo in sorted(PRESETS):
-        argv = ["train", "--algo", algo, "--model", str(policy), "--task", "sum3", "--device", device,
-                "--steps", str(sizes["steps"]), "--prompts", str(sizes["prompts"]), "--group-size", str(sizes["group_size"]),
-                "--max-new-tokens", str(sizes["max_new_tokens"]), "--n-eval", str(sizes["n_eval"]),
-                "--json", str(out / f"train_{algo}.json"), "--quiet"]
+        argv = [
+            "train",
+            "--algo",
+            algo,
+            "--model",
+            str(policy),
+            "--task",
+            "sum3",
+            "--device",
+            device,
+            "--steps",
+            str(sizes["steps"]),
+            "--prompts",
+            str(sizes["prompts"]),
+            "--group-size",
+            str(sizes["group_size"]),
+            "--max-new-tokens",
+            str(sizes["max_new_tokens"]),
+            "--n-eval",
+            str(sizes["n_eval"]),
+            "--json",
+            str(out / f"train_{algo}.json"),
+            "--quiet",
+        ]
         if sizes["train_seconds"]:
             argv += ["--seconds", str(sizes["train_seconds"])]
         if PRESETS[algo].advantage == "gfpo":  # sample twice the group, keep the group's size: the filter has work
             argv += ["--set", f"gfpo_group_size={2 * sizes['group_size']}"]
         train[algo] = argv
-    bench = ["bench", "--model", str(policy), "--device", device, "--prompts", str(sizes["prompts"]),
-             "--group-size", str(sizes["group_size"]), "--max-new-tokens", str(sizes["max_new_tokens"]),
-             "--json", str(out / "bench.json")] + bench
+    bench = [
+        "bench",
+        "--model",
+        str(policy),
+        "--device",
+        device,
+        "--prompts",
+        str(sizes["prompts"]),
+        "--group-size",
+        str(sizes["group_size"]),
+        "--max-new-tokens",
+        str(sizes["max_new_tokens"]),
+        "--json",
+        str(out / "bench.json"),
+    ] + bench
     notebooks = [] if smoke else sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
-    return {"policy": str(policy), "sizes": sizes, "pretrain": pretrain, "train": train, "bench": bench, "notebooks": notebooks}
+    return {
+        "policy": str(policy),
+        "sizes": sizes,
+        "pretrain": pretrain,
+        "train": train,
+        "bench": bench,
+        "notebooks": notebooks,
+    }
 
 
 def run_cli(argv: list[str], in_process: bool, timeout: float | None = None) -> tuple[bool, str, float]:
@@ -98,8 +166,14 @@ def run_cli(argv: list[str], in_process: bool, timeout: float | None = None) -> 
 
 def _subprocess(cmd: list[str], timeout: float | None, t: float, env: dict | None = None) -> tuple[bool, str, float]:
     try:
-        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+        p = subprocess.run(
+            cmd,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        )
     except subprocess.TimeoutExpired:
         return False, f"timed out after {timeout} s: {' '.join(cmd)}", time.perf_counter() - t
     tail = "" if p.returncode == 0 else (p.stdout + p.stderr)[-3000:]
@@ -129,13 +203,21 @@ def train_figures(summary: dict) -> dict:
 
 def bench_figures(r: dict) -> dict:
     """What the README quotes from the bench's JSON."""
-    out = {"speedup": r.get("speedup"), "speedup_interval": r.get("speedup_interval"), "same_prompts": r.get("same_prompts"),
-           "device_name": r["machine"]["device_name"], "arms": {}}
+    out = {
+        "speedup": r.get("speedup"),
+        "speedup_interval": r.get("speedup_interval"),
+        "same_prompts": r.get("same_prompts"),
+        "device_name": r["machine"]["device_name"],
+        "arms": {},
+    }
     for name, a in r.get("arms", {}).items():
-        out["arms"][name] = {"median_step_seconds": a["median_step_seconds"], "step_spread": a["step_spread"],
-                             "seconds_per_token": a["seconds_per_token"],
-                             "tokens_per_second": 1.0 / a["seconds_per_token"]["step"],
-                             "peak_memory_added_mb": a["peak_memory_added_mb"]}
+        out["arms"][name] = {
+            "median_step_seconds": a["median_step_seconds"],
+            "step_spread": a["step_spread"],
+            "seconds_per_token": a["seconds_per_token"],
+            "tokens_per_second": 1.0 / a["seconds_per_token"]["step"],
+            "peak_memory_added_mb": a["peak_memory_added_mb"],
+        }
     return out
 
 
@@ -143,17 +225,33 @@ def machine() -> dict:
     import torch
 
     cuda = torch.cuda.is_available()
-    return {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "device": "cuda" if cuda else "cpu", "device_name": torch.cuda.get_device_name() if cuda else platform.machine(),
-            "cpu_count": os.cpu_count()}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": "cuda" if cuda else "cpu",
+        "device_name": torch.cuda.get_device_name() if cuda else platform.machine(),
+        "cpu_count": os.cpu_count(),
+    }
 
 
-def check(smoke: bool, out: Path, only: tuple = STEPS, train_seconds: float | None = None,
-          notebook_timeout: float = 1200, say=print) -> dict:
+def check(
+    smoke: bool,
+    out: Path,
+    only: tuple = STEPS,
+    train_seconds: float | None = None,
+    notebook_timeout: float = 1200,
+    say=print,
+) -> dict:
     """Run the steps in ``only`` and return the JSON's content (also written to ``out/gpu_check.json``)."""
     out.mkdir(parents=True, exist_ok=True)
     p = plan(smoke, out, train_seconds)
-    result: dict = {"mode": "cpu-smoke" if smoke else "gpu", "policy": p["policy"], "sizes": p["sizes"], "steps_run": list(only)}
+    result: dict = {
+        "mode": "cpu-smoke" if smoke else "gpu",
+        "policy": p["policy"],
+        "sizes": p["sizes"],
+        "steps_run": list(only),
+    }
     t0 = time.perf_counter()
     in_process = smoke
     if "pretrain" in only:
@@ -163,8 +261,20 @@ def check(smoke: bool, out: Path, only: tuple = STEPS, train_seconds: float | No
         summary_path = Path(p["policy"]) / "pretrain_summary.json"
         if ok and summary_path.exists():
             s = json.loads(summary_path.read_text())
-            r.update({k: s[k] for k in ("parameters", "steps", "reached_target", "held_out_greedy_accuracy",
-                                        "held_out_sampled_accuracy_t1", "seconds", "device")})
+            r.update(
+                {
+                    k: s[k]
+                    for k in (
+                        "parameters",
+                        "steps",
+                        "reached_target",
+                        "held_out_greedy_accuracy",
+                        "held_out_sampled_accuracy_t1",
+                        "seconds",
+                        "device",
+                    )
+                }
+            )
         if err:
             r["error"] = err
         result["pretrain"] = r
@@ -173,8 +283,12 @@ def check(smoke: bool, out: Path, only: tuple = STEPS, train_seconds: float | No
         for nb in p["notebooks"]:
             say(f"gpu_check: nbval {nb} ...")
             t = time.perf_counter()
-            ok, err, secs = _subprocess([sys.executable, "-m", "pytest", "--nbval-lax", nb, "-q", "-p", "no:cacheprovider"],
-                                        timeout=notebook_timeout, t=t, env={"GRPO_LAB_PROFILE": "gpu"})
+            ok, err, secs = _subprocess(
+                [sys.executable, "-m", "pytest", "--nbval-lax", nb, "-q", "-p", "no:cacheprovider"],
+                timeout=notebook_timeout,
+                t=t,
+                env={"GRPO_LAB_PROFILE": "gpu"},
+            )
             result["notebooks"][nb] = {"ok": ok, "seconds": secs, **({"error": err} if err else {})}
         if smoke:
             result["notebooks_skipped"] = "the CPU smoke run executes no notebook"
@@ -211,12 +325,22 @@ def check(smoke: bool, out: Path, only: tuple = STEPS, train_seconds: float | No
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="tools/gpu_check.sh", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cpu-smoke", action="store_true", default=os.environ.get("GPU_CHECK_SMOKE") == "1",
-                    help="a shortened run on the CPU (also: GPU_CHECK_SMOKE=1)")
+    ap.add_argument(
+        "--cpu-smoke",
+        action="store_true",
+        default=os.environ.get("GPU_CHECK_SMOKE") == "1",
+        help="a shortened run on the CPU (also: GPU_CHECK_SMOKE=1)",
+    )
     ap.add_argument("--out", default="runs/gpu_check", help="folder for the JSON and each step's files")
-    ap.add_argument("--only", nargs="+", choices=STEPS, default=list(STEPS), help="run only these steps (in the usual order)")
-    ap.add_argument("--train-seconds", type=float, default=None, help="training time per algorithm (default: the gpu profile's)")
-    ap.add_argument("--notebook-timeout", type=float, default=1200, help="seconds per notebook before it counts as failed")
+    ap.add_argument(
+        "--only", nargs="+", choices=STEPS, default=list(STEPS), help="run only these steps (in the usual order)"
+    )
+    ap.add_argument(
+        "--train-seconds", type=float, default=None, help="training time per algorithm (default: the gpu profile's)"
+    )
+    ap.add_argument(
+        "--notebook-timeout", type=float, default=1200, help="seconds per notebook before it counts as failed"
+    )
     args = ap.parse_args(argv)
     if args.train_seconds is not None and not args.train_seconds > 0:
         ap.error(f"--train-seconds must be > 0, got {args.train_seconds}")
@@ -228,8 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     if not out.is_absolute():
         out = ROOT / out
-    r = check(args.cpu_smoke, out, tuple(s for s in STEPS if s in args.only), args.train_seconds, args.notebook_timeout,
-              say=lambda line: print(line, file=sys.stderr, flush=True))
+    r = check(
+        args.cpu_smoke,
+        out,
+        tuple(s for s in STEPS if s in args.only),
+        args.train_seconds,
+        args.notebook_timeout,
+        say=lambda line: print(line, file=sys.stderr, flush=True),
+    )
     print(json.dumps({k: r[k] for k in ("mode", "ok", "seconds")}), f"-> {out / 'gpu_check.json'}")
     return 0 if r["ok"] else 1
 
