@@ -36,7 +36,8 @@ activations. ``check_trl_settings`` fails the run if any of this does not hold. 
 time between the ends of two consecutive steps of each library's own training loop, so the loop's
 own overhead counts on both sides.
 
-Each run of an arm is its own forked process (Linux), so no run sees another's memory or timers.
+Each run of an arm is its own process (forked on Linux; started afresh on CUDA, which a fork cannot
+share), so no run sees another's memory or timers.
 The lab is timed through the trainer's own hooks (its ``sampler`` and ``scorer``); TRL through its
 model's ``generate`` and its reward function. Both use ``timing.Clock``: a forward pre-hook on the
 policy (the first forward with gradients starts the update's forward + backward), a wrapper on

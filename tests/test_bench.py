@@ -409,3 +409,21 @@ def test_bad_arguments_exit_2_with_one_line(capsys, argv, needle):
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err
     assert needle in err and "error" in err
+
+
+def test_a_part_runs_in_a_fresh_spawned_process_as_it_does_on_cuda(monkeypatch):
+    # On CUDA a forked child cannot use the GPU, so each run starts a fresh interpreter ("spawn"): the
+    # config must cross to it and the result come back. Checked here on the CPU with the spawn path forced.
+    import multiprocessing as mp
+
+    from grpo_lab import bench
+
+    started = []
+    real_get_context = mp.get_context
+    monkeypatch.setattr(bench, "_uses_cuda", lambda cfg: True)
+    monkeypatch.setattr(mp, "get_context", lambda method=None: started.append(method) or real_get_context(method))
+    cfg = BenchConfig(train=TrainConfig(track_kl=False, prompts_per_step=1, group_size=2, max_new_tokens=4),
+                      parts=("rollout",), rollout_repeats=1)
+    r = bench._run_part("rollout", cfg)
+    assert started == ["spawn"]
+    assert r["greedy_outputs_match"] is True and r["lab_sample_group"]["calls"] == 1
