@@ -159,20 +159,35 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--max-steps", type=_positive_int, default=1500)
     pt.add_argument("--target-accuracy", type=_positive_float, default=0.35)
     pt.add_argument("--eval-from", type=_positive_int, default=150)
+    pt.add_argument("--eval-every", type=_positive_int, default=25)
+    pt.add_argument("--n-eval", type=_positive_int, default=256, help="held-out prompts for the stopping accuracy")
+    pt.add_argument("--size", choices=["cpu", "gpu"], default="cpu",
+                    help="cpu: the shipped ~1M-parameter policy; gpu: the gpu profile's ~34M-parameter one "
+                    "(on a GPU; its default --out is assets/gpu-sum3)")
+    for name in ("hidden", "layers", "heads", "ffn", "batch-size"):
+        pt.add_argument(f"--{name}", type=_positive_int, default=None, help=f"override the size's {name}")
+    pt.add_argument("--lr", type=_positive_float, default=None, help="override the size's learning rate")
+    pt.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     pt.add_argument("--quiet", action="store_true")
 
     bn = sub.add_parser("bench", help="speed side by side: the lab's GRPO step against TRL's GRPOTrainer, rollout tokens/s, memory")
     bn.add_argument("--prompts", type=_positive_int, default=16, help="prompts per step")
     bn.add_argument("--group-size", type=_positive_int, default=8, help="G: completions per prompt (at least 2)")
     bn.add_argument("--max-new-tokens", type=_positive_int, default=32)
-    bn.add_argument("--steps", type=_positive_int, default=5, help="timed steps per side (the median is reported)")
-    bn.add_argument("--warmup", type=_non_negative_int, default=2, help="untimed steps first")
+    bn.add_argument("--steps", type=_positive_int, default=5, help="timed steps per run of each arm")
+    bn.add_argument("--warmup", type=_non_negative_int, default=2, help="untimed steps first, in every run")
+    bn.add_argument("--pairs", type=_positive_int, default=5,
+                    help="runs of every arm, in alternating order (lab..trl, trl..lab, ...); one ratio per pair")
     bn.add_argument("--rollout-repeats", type=_positive_int, default=5, help="timed calls of each generator")
     bn.add_argument("--temperature", type=_positive_float, default=1.0)
     bn.add_argument("--lr", type=_positive_float, default=1e-4)
     bn.add_argument("--seed", type=_non_negative_int, default=0)
     bn.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when available")
-    bn.add_argument("--only", nargs="+", choices=["lab", "trl", "rollout"], default=None, help="measure only these parts")
+    bn.add_argument("--model", default="tiny-sum3", help="'tiny-sum3' (shipped) or a folder written by pretrain")
+    bn.add_argument("--only", nargs="+", default=None,
+                    choices=["lab", "lab_no_prompt_sharing", "lab_no_compaction", "lab_no_length_grouping",
+                             "trl", "trl_continuous_batching", "rollout"],
+                    help="measure only these arms (and 'rollout', the generator comparison); default: all")
     bn.add_argument("--in-process", action="store_true", help="run the parts here, not each in its own forked process")
     bn.add_argument("--json", metavar="FILE", help="write the measurements here")
     return p
@@ -296,22 +311,27 @@ def _paired(args) -> int:
 
 def _pretrain(args) -> int:
     from .models import TINY_MODEL_DIR
-    from .pretrain import pretrain
+    from .pretrain import GPU_MODEL_DIR, pretrain
 
-    s = pretrain(out_dir=args.out or TINY_MODEL_DIR, seed=args.seed, max_steps=args.max_steps,
-                 target_accuracy=args.target_accuracy, eval_from=args.eval_from, progress=not args.quiet)
+    out = args.out or (GPU_MODEL_DIR if args.size == "gpu" else TINY_MODEL_DIR)
+    s = pretrain(out_dir=out, seed=args.seed, max_steps=args.max_steps, target_accuracy=args.target_accuracy,
+                 eval_from=args.eval_from, eval_every=args.eval_every, n_eval=args.n_eval, progress=not args.quiet,
+                 size=args.size, hidden=args.hidden, layers=args.layers, heads=args.heads, ffn=args.ffn,
+                 batch_size=args.batch_size, lr=args.lr, device=args.device)
     print(f"pretrained {s['parameters']:,} parameters in {s['seconds']:.0f} s ({s['steps']} steps): held-out greedy "
           f"accuracy {s['held_out_greedy_accuracy']:.3f}, sampled (T=1) {s['held_out_sampled_accuracy_t1']:.3f}")
     return 0
 
 
 def _bench(args) -> int:
-    from .bench import SIDES, BenchConfig, format_table, run_bench
-    from .trainer import save_json
+    from .bench import PARTS, BenchConfig, format_table, run_bench
+    from .trainer import TrainConfig, save_json
 
-    cfg = BenchConfig(prompts=args.prompts, group_size=args.group_size, max_new_tokens=args.max_new_tokens, steps=args.steps,
-                      warmup=args.warmup, rollout_repeats=args.rollout_repeats, temperature=args.temperature, lr=args.lr,
-                      seed=args.seed, device=args.device, sides=tuple(args.only or SIDES), isolate=not args.in_process)
+    train = TrainConfig(algo="grpo", model=args.model, seed=args.seed, prompts_per_step=args.prompts,
+                        group_size=args.group_size, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                        lr=args.lr, track_kl=False, device=args.device)
+    cfg = BenchConfig(train=train, steps=args.steps, warmup=args.warmup, pairs=args.pairs,
+                      rollout_repeats=args.rollout_repeats, parts=tuple(args.only or PARTS), isolate=not args.in_process)
     result = run_bench(cfg, progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(format_table(result))
     if args.json:

@@ -5,6 +5,9 @@ formats with filler, and stops as soon as its held-out greedy accuracy reaches a
 middle (by default 35%): an RL lesson needs groups whose rewards vary, so a model that is
 right about half the time is exactly what we want. The jump in accuracy during training is
 sudden, so we stop on measured accuracy, not on a step count.
+
+``--size gpu`` builds the larger policy of the gpu profile (about 34M parameters, eight layers of
+width 512) the same way, on a GPU in a few minutes, in bf16 autocast; it is saved in float32.
 """
 
 from __future__ import annotations
@@ -18,8 +21,19 @@ import torch
 from tqdm.auto import tqdm
 
 from .metrics import evaluate
-from .models import TINY_MODEL_DIR, build_char_tokenizer, count_parameters, set_threads, tiny_llama_config
+from .models import TINY_MODEL_DIR, build_char_tokenizer, count_parameters, pick_device, set_threads, tiny_llama_config
 from .tasks import SUM3_CHARS, get_task, sum3_sft_examples
+
+
+GPU_MODEL_DIR = TINY_MODEL_DIR.parent / "gpu-sum3"
+"""Where ``pretrain --size gpu`` writes the gpu profile's policy (built on the GPU machine, not shipped)."""
+
+SIZES = {
+    "cpu": {"hidden": 128, "layers": 4, "heads": 4, "ffn": 512, "batch_size": 128, "lr": 2e-3},
+    "gpu": {"hidden": 512, "layers": 8, "heads": 8, "ffn": 2048, "batch_size": 256, "lr": 6e-4},
+}
+"""Model sizes and their training settings: ``cpu`` is the shipped ``assets/tiny-sum3`` (about 1M
+parameters), ``gpu`` the gpu profile's policy. A wider model wants a smaller learning rate."""
 
 
 def _batch(tokenizer, pairs):
@@ -45,22 +59,49 @@ def pretrain(
     out_dir: str | Path = TINY_MODEL_DIR,
     seed: int = 0,
     max_steps: int = 1500,
-    batch_size: int = 128,
-    lr: float = 2e-3,
+    batch_size: int | None = None,
+    lr: float | None = None,
     target_accuracy: float = 0.35,
     eval_every: int = 25,
     eval_from: int = 150,
     n_eval: int = 256,
     progress: bool = True,
+    size: str = "cpu",
+    hidden: int | None = None,
+    layers: int | None = None,
+    heads: int | None = None,
+    ffn: int | None = None,
+    device: str | None = "cpu",
 ) -> dict:
-    """Train, stop at ``target_accuracy`` (held-out, greedy), save to ``out_dir``; return a summary."""
+    """Train, stop at ``target_accuracy`` (held-out, greedy), save to ``out_dir``; return a summary.
+
+    ``size`` picks ``SIZES[size]``; ``hidden``, ``layers``, ``heads``, ``ffn``, ``batch_size`` and
+    ``lr`` override one of its values. ``device``: "cpu" (default, how the shipped model was built),
+    "cuda", or None for CUDA when there is one; on CUDA the forward runs in bf16 autocast.
+    """
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
+    given = {"hidden": hidden, "layers": layers, "heads": heads, "ffn": ffn, "batch_size": batch_size, "lr": lr}
+    shape = {k: (SIZES[size][k] if v is None else v) for k, v in given.items()}
+    for k in ("hidden", "layers", "heads", "ffn", "batch_size"):
+        if isinstance(shape[k], bool) or not isinstance(shape[k], int) or shape[k] < 1:
+            raise ValueError(f"{k} must be a positive int, got {shape[k]!r}")
+    if shape["hidden"] % shape["heads"]:
+        raise ValueError(f"hidden must be a multiple of heads, got hidden={shape['hidden']} and heads={shape['heads']}")
+    if not (isinstance(shape["lr"], (int, float)) and math.isfinite(shape["lr"]) and shape["lr"] > 0):
+        raise ValueError(f"lr must be a finite number > 0, got {shape['lr']!r}")
+    batch_size, lr = shape["batch_size"], shape["lr"]
+    dev = pick_device(device)
     set_threads()
     torch.manual_seed(seed)
     tokenizer = build_char_tokenizer(SUM3_CHARS)
-    config = tiny_llama_config(vocab_size=len(tokenizer))
+    config = tiny_llama_config(
+        vocab_size=len(tokenizer), hidden=shape["hidden"], layers=shape["layers"], heads=shape["heads"], ffn=shape["ffn"]
+    )
     from transformers import LlamaForCausalLM
 
-    model = LlamaForCausalLM(config)
+    model = LlamaForCausalLM(config).to(dev)
+    on_cuda = dev.type == "cuda"
     task = get_task("sum3", seed=seed, n_test=n_eval)
     data = sum3_sft_examples(max_steps * batch_size, seed=seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
@@ -71,9 +112,11 @@ def pretrain(
     history, reached = [], None
     bar = tqdm(range(max_steps), desc="pretrain", disable=not progress)
     for step in bar:
-        ids, att, lab = _batch(tokenizer, data[step * batch_size : (step + 1) * batch_size])
+        batch = _batch(tokenizer, data[step * batch_size : (step + 1) * batch_size])
+        ids, att, lab = (x.to(dev) for x in batch)
         model.train()
-        loss = model(input_ids=ids, attention_mask=att, labels=lab).loss
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=on_cuda):
+            loss = model(input_ids=ids, attention_mask=att, labels=lab).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -91,7 +134,7 @@ def pretrain(
     greedy = evaluate(model, tokenizer, task, n_prompts=n_eval, greedy=True)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
+    model.to("cpu").save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     summary = {
         "seed": seed,
@@ -100,6 +143,9 @@ def pretrain(
         "target_accuracy": target_accuracy,
         "seconds": round(seconds, 1),
         "parameters": count_parameters(model),
+        "size": size,
+        "shape": shape,
+        "device": str(dev),
         "held_out_greedy_accuracy": greedy["accuracy"],
         "held_out_sampled_accuracy_t1": sampled["accuracy"],
         "held_out_pass@8_t1": sampled["pass@8"],

@@ -10,6 +10,8 @@ the current, old and reference policies. Log-probs are always taken at the sampl
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -90,6 +92,31 @@ def encode_prompts(tokenizer, prompts: list[str], chat: bool = False, system: st
     return enc["input_ids"].to(device), enc["attention_mask"].to(device)
 
 
+SPEEDUPS = {"share_prompt": True, "compact": True, "length_grouping": True}
+"""The three ways the lab's rollout and log-probs save work, each on by default; a function's own
+keyword (``share_prompt``, ``compact``, ``bucket``) wins over this setting when it is given:
+
+- ``share_prompt``: a group's prompt is run once and its keys and values serve all G rows
+  (``sample_group`` and ``token_logps``);
+- ``compact``: finished rows leave the model's batch while the others still write (``sample_group``);
+- ``length_grouping``: ``token_logps`` runs rows of similar length together (``length_buckets``);
+  off, it makes one forward pass over the padded batch (which also runs each row's prompt)."""
+
+
+@contextmanager
+def speedups_off(*names: str) -> Iterator[None]:
+    """Within the block, the named ``SPEEDUPS`` are off (the benchmark's ablations)."""
+    bad = [n for n in names if n not in SPEEDUPS]
+    if bad:
+        raise ValueError(f"names must be among {sorted(SPEEDUPS)}, got {bad}")
+    before = dict(SPEEDUPS)
+    SPEEDUPS.update({n: False for n in names})
+    try:
+        yield
+    finally:
+        SPEEDUPS.update(before)
+
+
 def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
     # Left padding: each row's first real token is position 0.
     return (attention_mask.cumsum(dim=1) - 1).clamp_min(0)
@@ -106,6 +133,8 @@ def sample_group(
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
     greedy: bool = False,
+    share_prompt: bool | None = None,
+    compact: bool | None = None,
 ) -> Rollout:
     """Sample ``group_size`` completions for each prompt with a KV cache.
 
@@ -113,6 +142,8 @@ def sample_group(
     repeated so that the G samples of a prompt are consecutive. A row stops at EOS; rows that
     reach ``max_new_tokens`` without it are marked ``finished=False`` (truncated).
     ``greedy=True`` takes the most likely token instead of sampling (for evaluation).
+    ``share_prompt`` and ``compact`` (default: ``SPEEDUPS``) switch the two speed-ups off; the
+    tokens drawn are the same either way.
     """
     check_positive_int("group_size", group_size)
     check_positive_int("max_new_tokens", max_new_tokens)
@@ -128,22 +159,25 @@ def sample_group(
     ids = prompt_ids.repeat_interleave(group_size, dim=0)
     am = prompt_mask.repeat_interleave(group_size, dim=0)
     B = ids.shape[0]
+    share_prompt = group_size == 1 or (SPEEDUPS["share_prompt"] if share_prompt is None else share_prompt)
+    compact = SPEEDUPS["compact"] if compact is None else compact
     was_training = model.training
     model.eval()
     # Speed: the G samples of a prompt share its prefix, so each prompt is run once and its KV cache
     # (and first-token logits) repeated G times: the same numbers as running every copy.
-    out = model(
-        input_ids=prompt_ids,
-        attention_mask=prompt_mask,
-        position_ids=_positions(prompt_mask),
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    cache = out.cache if hasattr(out, "cache") else out.past_key_values
-    logits = out.logits[:, -1, :].repeat_interleave(group_size, dim=0)
-    if group_size > 1 and hasattr(cache, "batch_repeat_interleave"):
+    if share_prompt:
+        out = model(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            position_ids=_positions(prompt_mask),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        cache = out.cache if hasattr(out, "cache") else out.past_key_values
+        logits = out.logits[:, -1, :].repeat_interleave(group_size, dim=0)
+    if group_size > 1 and share_prompt and hasattr(cache, "batch_repeat_interleave"):
         cache.batch_repeat_interleave(group_size)
-    elif group_size > 1:  # a cache that cannot be repeated: run every copy
+    elif group_size > 1:  # sharing is off, or a cache that cannot be repeated: run every copy
         out = model(input_ids=ids, attention_mask=am, position_ids=_positions(am), use_cache=True, logits_to_keep=1)
         cache = out.cache if hasattr(out, "cache") else out.past_key_values
         logits = out.logits[:, -1, :]
@@ -156,7 +190,7 @@ def sample_group(
     # Sampling keeps the full [B, V] shape (finished rows get a placeholder distribution and pad), so
     # it draws the same random numbers as if every row still ran: the same seed gives the same tokens.
     rows = None
-    compactable = hasattr(cache, "reorder_cache")
+    compactable = compact and hasattr(cache, "reorder_cache")
     for _ in range(max_new_tokens):
         if rows is not None:
             full = logits.new_zeros(B, logits.shape[-1])
@@ -219,15 +253,19 @@ def token_logps(
     completion_mask,
     temperature: float = 1.0,
     with_entropy: bool = False,
-    bucket: bool = True,
+    bucket: bool | None = None,
+    share_prompt: bool | None = None,
 ):
     """Log-probs ``[B, T]`` of the completion tokens under ``model`` at ``temperature``.
 
     Returns ``(logp, entropy)``; ``entropy`` is None unless ``with_entropy``. Gradients flow when
     called outside ``torch.no_grad``. ``bucket`` (on the CPU) runs rows of similar length together,
     skipping the padding (``length_buckets``), and each distinct prompt once; False: one forward pass
-    over the padded batch. Both give the same values up to float rounding.
+    over the padded batch. Both give the same values up to float rounding. ``bucket`` and
+    ``share_prompt`` default to ``SPEEDUPS`` (``length_grouping`` and ``share_prompt``).
     """
+    bucket = SPEEDUPS["length_grouping"] if bucket is None else bucket
+    share_prompt = SPEEDUPS["share_prompt"] if share_prompt is None else share_prompt
     B, T = completion_ids.shape
     # A row's width: up to its last real token (the mask may have holes, e.g. a tool mask).
     widths = (completion_mask.long() * torch.arange(1, T + 1, device=completion_mask.device)).amax(dim=1)
@@ -240,7 +278,7 @@ def token_logps(
         logp, ent = completion_ids.new_zeros(B, T, dtype=torch.float32), None
         if with_entropy:
             ent = torch.zeros_like(logp)
-        prefix = _shared_prefix(model, prompt_ids, prompt_mask)
+        prefix = _shared_prefix(model, prompt_ids, prompt_mask) if share_prompt else None
         for idx, width in buckets:
             if prefix is None:
                 lp, en = token_logps(

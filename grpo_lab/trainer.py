@@ -260,11 +260,16 @@ UPDATE_STATS = ("loss", "grad_norm", "entropy")
 class Trainer:
     """Trains a policy with one algorithm. ``Trainer(cfg).train()`` returns the per-step history.
 
-    Pass ``model``/``tokenizer``/``task`` to reuse objects a notebook already holds.
+    Pass ``model``/``tokenizer``/``task`` to reuse objects a notebook already holds. ``sampler``
+    (called like ``rollout.sample_group``) and ``scorer`` (like ``tasks.score_completions``) replace
+    how completions are drawn and scored, e.g. to time them or to switch a speed-up off.
     """
 
-    def __init__(self, cfg: TrainConfig, model=None, tokenizer=None, task: Task | None = None):
+    def __init__(self, cfg: TrainConfig, model=None, tokenizer=None, task: Task | None = None,
+                 sampler: Callable[..., Rollout] | None = None, scorer: Callable[..., list[float]] | None = None):
         set_threads()
+        self.sampler = sample_group if sampler is None else sampler
+        self.scorer = score_completions if scorer is None else scorer
         self.cfg = cfg
         self.algo = cfg.algorithm()
         torch.manual_seed(cfg.seed)
@@ -293,17 +298,26 @@ class Trainer:
 
     # --- rollout and scoring ---------------------------------------------------------------
 
-    def _next_prompts(self, n: int) -> dict:
-        idx = [self.prompt_rng.randrange(len(self.task.train)) for _ in range(n)]
-        return self.task.train[idx]
+    @staticmethod
+    def prompt_indices(rng: random.Random, n_rows: int, n: int) -> list[int]:
+        """The training prompt stream: ``n`` row indices in ``[0, n_rows)``, drawn with replacement
+        from ``rng`` (the trainer's is ``random.Random(seed)``). Consecutive calls continue one stream,
+        so it can be replayed from the seed alone (the benchmark hands TRL the rows the trainer draws)."""
+        return [rng.randrange(n_rows) for _ in range(n)]
+
+    def next_prompts(self, n: int) -> dict:
+        """The next ``n`` training rows (columns as lists) of the prompt stream."""
+        return self.task.train[self.prompt_indices(self.prompt_rng, len(self.task.train), n)]
+
+    _next_prompts = next_prompts  # its earlier, private name
 
     def _rollout(self, n_prompts: int, group_size: int):
-        rows = self._next_prompts(n_prompts)
+        rows = self.next_prompts(n_prompts)
         ids, mask = encode_prompts(self.tokenizer, rows["prompt"], chat=self.task.chat, system=self.cfg.system_prompt, device=self.device)
-        ro = sample_group(self.model, self.tokenizer, ids, mask, group_size, self.cfg.max_new_tokens, self.cfg.temperature, self.sample_gen)
+        ro = self.sampler(self.model, self.tokenizer, ids, mask, group_size, self.cfg.max_new_tokens, self.cfg.temperature, self.sample_gen)
         answers = [a for a in rows["answer"] for _ in range(group_size)]
         correct = torch.tensor(
-            score_completions(self.task.reward_fn, ro.texts, answers, ro.finished.tolist()),
+            self.scorer(self.task.reward_fn, ro.texts, answers, ro.finished.tolist()),
             dtype=torch.float32,
         )
         self.samples_generated += ro.completion_ids.shape[0]

@@ -2,7 +2,7 @@
 
     math        checks, advantages, losses, kl, rewards   (torch and the standard library only)
     core        algorithms, models, tasks, rollout
-    measure     metrics, course, pretrain
+    measure     timing, metrics, course, pretrain
     train       trainer
     experiment  experiments, trl_bridge, bench, exercises
     show        viz, widgets                              (never the trainer: plots do not train)
@@ -26,7 +26,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "grpo_lab"
 LAYERS = {
     "math": ("checks", "advantages", "losses", "kl", "rewards"),
     "core": ("algorithms", "models", "tasks", "rollout"),
-    "measure": ("metrics", "course", "pretrain"),
+    "measure": ("timing", "metrics", "course", "pretrain"),
     "train": ("trainer",),
     "experiment": ("experiments", "trl_bridge", "bench", "exercises"),
     "show": ("viz", "widgets"),

@@ -1,0 +1,272 @@
+"""Timing and memory tools for measuring a training step, and the statistics to report them with.
+
+``Clock`` accumulates seconds per category (generation, reward, forward + backward, optimiser) from
+hooks on a model, torch's backward and the optimiser step; ``StepLog`` cuts them per step; ``Memory``
+reads the peak memory a phase adds. ``spread`` and ``bootstrap_interval`` summarise repeated
+measurements: the median with its quartiles, and a percentile bootstrap interval of a statistic.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+CATEGORIES = ("generation", "reward", "forward_backward", "optimizer")
+
+
+class Clock:
+    """Accumulates seconds per category: generation, reward, forward_backward, optimizer.
+
+    ``install(model)`` adds the hooks; ``uninstall()`` removes them (in-process runs). The
+    forward + backward of an update starts at the first forward with gradients and ends when
+    ``torch.autograd.backward`` returns; the optimiser's time is between its global step hooks.
+    """
+
+    def __init__(self):
+        self.totals: dict[str, float] = defaultdict(float)
+        self.counts: dict[str, int] = defaultdict(int)
+        self._fb_start: float | None = None
+        self._opt_start: float | None = None
+        self._undo: list = []
+
+    def install(self, model) -> Clock:
+        import torch
+
+        def pre_forward(module, args, kwargs):
+            if torch.is_grad_enabled() and self._fb_start is None:
+                self._fb_start = time.perf_counter()
+
+        self._undo.append(model.register_forward_pre_hook(pre_forward, with_kwargs=True).remove)
+        orig_backward = torch.autograd.backward
+
+        def timed_backward(*args, **kwargs):
+            try:
+                return orig_backward(*args, **kwargs)
+            finally:
+                if self._fb_start is not None:
+                    self.add("forward_backward", time.perf_counter() - self._fb_start)
+                    self._fb_start = None
+
+        torch.autograd.backward = timed_backward
+        self._undo.append(lambda: setattr(torch.autograd, "backward", orig_backward))
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        def opt_pre(opt, args, kwargs):
+            self._opt_start = time.perf_counter()
+
+        def opt_post(opt, args, kwargs):
+            if self._opt_start is not None:
+                self.add("optimizer", time.perf_counter() - self._opt_start)
+                self._opt_start = None
+
+        self._undo.append(register_optimizer_step_pre_hook(opt_pre).remove)
+        self._undo.append(register_optimizer_step_post_hook(opt_post).remove)
+        return self
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def add(self, what: str, seconds: float) -> None:
+        self.totals[what] += seconds
+        self.counts[what] += 1
+
+    def wrap(self, what: str, fn: Callable, after: Callable | None = None) -> Callable:
+        """``fn`` timed under ``what``; ``after(result, args, kwargs)`` sees each result (untimed)."""
+
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            out = fn(*args, **kwargs)
+            self.add(what, time.perf_counter() - t)
+            if after is not None:
+                after(out, args, kwargs)
+            return out
+
+        return timed
+
+    def snapshot(self) -> dict[str, float]:
+        return dict(self.totals)
+
+
+class StepLog:
+    """Per-step wall times (between consecutive step ends) and the clock's categories per step."""
+
+    CATEGORIES = CATEGORIES
+
+    def __init__(self, clock: Clock):
+        self.clock = clock
+        self.steps: list[dict] = []
+        self._t: float | None = None
+        self._snap: dict = {}
+
+    def start(self) -> None:
+        self._t = time.perf_counter()
+        self._snap = self.clock.snapshot()
+
+    def end_step(self, **extra) -> None:
+        now = time.perf_counter()
+        snap = self.clock.snapshot()
+        row = {"seconds": now - self._t}
+        for c in self.CATEGORIES:
+            row[c] = snap.get(c, 0.0) - self._snap.get(c, 0.0)
+        row["other"] = row["seconds"] - sum(row[c] for c in self.CATEGORIES)
+        row.update(extra)
+        self.steps.append(row)
+        self._t, self._snap = now, snap
+
+
+def sync(device) -> None:
+    """Wait for the accelerator, so a wall-clock reading covers the work queued before it."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def rss_mb() -> float:
+    """This process's resident set in MiB (Linux), NaN where /proc is not there."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+class Memory:
+    """Peak memory a phase adds over its start. CPU: the resident set's high-water mark, reset
+    through ``/proc/self/clear_refs`` (Linux); CUDA: ``torch.cuda.max_memory_allocated``."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def start(self) -> None:
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.base = torch.cuda.memory_allocated(self.device) / 2**20
+            self.hwm_reset = True
+            return
+        self.base = rss_mb()
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # reset the peak RSS to the current RSS
+            self.hwm_reset = True
+        except OSError:
+            self.hwm_reset = False  # then the peak is the process's lifetime peak
+
+    def stop(self) -> dict:
+        import resource
+
+        import torch
+
+        if self.device.type == "cuda":
+            peak = torch.cuda.max_memory_allocated(self.device) / 2**20
+            kind = "cuda_allocated"
+        else:
+            peak = float("nan")
+            try:
+                with open("/proc/self/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            peak = int(line.split()[1]) / 1024
+            except OSError:
+                pass
+            if math.isnan(peak):
+                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            kind = "cpu_rss"
+        return {
+            "kind": kind,
+            "before_mb": round(self.base, 1),
+            "peak_mb": round(peak, 1),
+            "peak_added_mb": round(peak - self.base, 1),
+            "peak_is_phase_only": self.hwm_reset,
+        }
+
+
+# --- statistics -----------------------------------------------------------------------------
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of already sorted values, linear between order statistics (numpy's default)."""
+    if not sorted_values:
+        raise ValueError("sorted_values must hold at least one value, got none")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be in [0, 1], got {q}")
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def spread(values: Sequence[float]) -> dict:
+    """Median, quartiles, extremes and the interquartile range relative to the median."""
+    if not values:
+        raise ValueError("values must hold at least one measurement, got none")
+    v = sorted(values)
+    med = statistics.median(v)
+    q1, q3 = quantile(v, 0.25), quantile(v, 0.75)
+    return {
+        "n": len(v),
+        "min": v[0],
+        "q1": q1,
+        "median": med,
+        "q3": q3,
+        "max": v[-1],
+        "iqr_over_median": (q3 - q1) / med if med else float("nan"),
+    }
+
+
+EXACT_BOOTSTRAP_MAX = 6
+"""Up to this many values the bootstrap enumerates every resample (n**n of them: 46,656 at 6)."""
+
+
+def bootstrap_interval(
+    values: Sequence[float],
+    level: float = 0.95,
+    stat: Callable = statistics.median,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> dict:
+    """Percentile bootstrap interval of ``stat`` over ``values`` (resampled with replacement).
+
+    With at most ``EXACT_BOOTSTRAP_MAX`` values every one of the n**n equally likely resamples is
+    enumerated, so the interval is exact and has no randomness; above that, ``resamples`` draws from
+    ``random.Random(seed)``. The bounds are order statistics of the bootstrap distribution: the lower
+    is the smallest value whose cumulative share reaches ``(1 - level) / 2``, the upper the smallest
+    whose share reaches ``(1 + level) / 2``.
+    """
+    if len(values) < 2:
+        raise ValueError(f"values must hold at least 2 measurements for an interval, got {len(values)}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    n = len(values)
+    if n <= EXACT_BOOTSTRAP_MAX:
+        dist = sorted(stat([values[i] for i in idx]) for idx in itertools.product(range(n), repeat=n))
+        method = "exact"
+    else:
+        rng = random.Random(seed)
+        dist = sorted(stat(rng.choices(values, k=n)) for _ in range(resamples))
+        method = f"{resamples} resamples, seed {seed}"
+    m = len(dist)
+
+    def at_share(share: float) -> float:
+        # the smallest k with (k + 1) / m >= share; a tiny tolerance keeps exact fractions exact
+        return dist[min(m - 1, max(0, math.ceil(share * m - 1e-9) - 1))]
+
+    return {
+        "level": level,
+        "low": at_share((1 - level) / 2),
+        "high": at_share((1 + level) / 2),
+        "estimate": stat(list(values)),
+        "method": method,
+    }
