@@ -24,7 +24,6 @@ from .metrics import evaluate
 from .models import TINY_MODEL_DIR, build_char_tokenizer, count_parameters, pick_device, set_threads, tiny_llama_config
 from .tasks import SUM3_CHARS, get_task, sum3_sft_examples
 
-
 GPU_MODEL_DIR = TINY_MODEL_DIR.parent / "gpu-sum3"
 """Where ``pretrain --size gpu`` writes the gpu profile's policy (built on the GPU machine, not shipped)."""
 
@@ -96,7 +95,11 @@ def pretrain(
     torch.manual_seed(seed)
     tokenizer = build_char_tokenizer(SUM3_CHARS)
     config = tiny_llama_config(
-        vocab_size=len(tokenizer), hidden=shape["hidden"], layers=shape["layers"], heads=shape["heads"], ffn=shape["ffn"]
+        vocab_size=len(tokenizer),
+        hidden=shape["hidden"],
+        layers=shape["layers"],
+        heads=shape["heads"],
+        ffn=shape["ffn"],
     )
     from transformers import LlamaForCausalLM
 

@@ -146,5 +146,7 @@ def test_the_coverage_check_finds_a_missing_entry():
         "exercise 'gae': no '### Exercise `gae`' in section 99"]
     gap = missing_entries("99", nb, full.replace("### Question: does the loss fall?", "### Question: other"))
     assert gap == ["question 'does the loss fall?': no '### Question: ...' containing it in section 99"]
-    assert missing_entries("99", nb, full.replace("**Why.** c", "c")) == ["99 'Question: Why is it zero?': no '**Why...**' paragraph"]
+    assert missing_entries("99", nb, full.replace("**Why.** c", "c")) == [
+        "99 'Question: Why is it zero?': no '**Why...**' paragraph"
+    ]
     assert missing_entries("98", nb, full) != []  # the entries must sit in the notebook's own section

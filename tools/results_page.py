@@ -111,16 +111,23 @@ which tests the differences against noise).
 """
 
 
+HEAD = ("| parameters | steps | seconds (2-core CPU) | held-out greedy accuracy | sampled accuracy, T = 1 | pass@8 "
+        "| mean length, T = 1 |")
+
+
 def model_section() -> str:
     s = json.loads((ROOT / "assets" / "tiny-sum3" / "pretrain_summary.json").read_text())
+    cells = [f"{s['parameters']:,}", f"{s['steps']:,}", f"{s['seconds']:.0f}", f"{s['held_out_greedy_accuracy']:.3f}",
+             f"{s['held_out_sampled_accuracy_t1']:.3f}", f"{s['held_out_pass@8_t1']:.3f}",
+             f"{s['held_out_mean_length_t1']:.1f}"]
     return f"""## The shipped model
 
 `python -m grpo_lab pretrain` builds `assets/tiny-sum3` from scratch and stops as soon as held-out greedy
 accuracy on {s['n_eval']} problems reaches {s['target_accuracy']:.0%}, so that RL starts where groups' rewards vary.
 
-| parameters | steps | seconds (2-core CPU) | held-out greedy accuracy | sampled accuracy, T = 1 | pass@8 | mean length, T = 1 |
+{HEAD}
 |---|---|---|---|---|---|---|
-| {s['parameters']:,} | {s['steps']:,} | {s['seconds']:.0f} | {s['held_out_greedy_accuracy']:.3f} | {s['held_out_sampled_accuracy_t1']:.3f} | {s['held_out_pass@8_t1']:.3f} | {s['held_out_mean_length_t1']:.1f} |
+| {" | ".join(cells)} |
 """
 
 
@@ -141,8 +148,8 @@ def readme_block() -> str:
     table = format_seed_table(seed_table(runs, metrics), metrics)
     first = next(iter(runs.values()))[0]
     return f"""{BEGIN}
-Every algorithm from the shipped model, stopped after {first['config']['max_samples']:,} sampled completions, {len(SEEDS)} seeds
-(mean ± std), held-out on {first['after']['n']} problems, pass@k with k = 8:
+Every algorithm from the shipped model, stopped after {first['config']['max_samples']:,} sampled completions,
+{len(SEEDS)} seeds (mean ± std), held-out on {first['after']['n']} problems, pass@k with k = 8:
 
 {table}
 {_labels_note(runs)}
