@@ -24,7 +24,14 @@ import pytest
 
 from grpo_lab.__main__ import main
 from grpo_lab.algorithms import PRESETS, get_algorithm
-from grpo_lab.export import ACCELERATE_CONFIGS, export_recipe, refusal, rollout_arithmetic, trl_settings, verl_overrides
+from grpo_lab.export import (
+    ACCELERATE_CONFIGS,
+    export_recipe,
+    refusal,
+    rollout_arithmetic,
+    trl_settings,
+    verl_overrides,
+)
 from grpo_lab.trl_bridge import VERL_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,17 +40,17 @@ TINY = str(ROOT / "assets" / "tiny-sum3")
 # Hand table: the TRL recipe at scale (TRL's GRPOConfig defaults for lr/bf16/checkpointing; 8 per GPU x 8 GPUs x 4
 # micro-steps = 256 completions = 32 prompts x G 8; gradient accumulation = 4 / minibatches, so one rollout is
 # `minibatches` optimiser steps).
-COMMON_AT_SCALE = dict(learning_rate=1e-6, num_generations=8, per_device_train_batch_size=8, steps_per_generation=4,
-                       max_completion_length=1024, bf16=True, gradient_checkpointing=True, use_vllm=True,
-                       vllm_mode="colocate", vllm_enable_sleep_mode=True, beta=0.0, temperature=1.0)
+COMMON_AT_SCALE = {"learning_rate": 1e-6, "num_generations": 8, "per_device_train_batch_size": 8, "steps_per_generation": 4,
+                   "max_completion_length": 1024, "bf16": True, "gradient_checkpointing": True, "use_vllm": True,
+                   "vllm_mode": "colocate", "vllm_enable_sleep_mode": True, "beta": 0.0, "temperature": 1.0}
 TRL_EXPECTED = {
-    "grpo": dict(loss_type="grpo", importance_sampling_level="token", epsilon=0.2, epsilon_high=0.2,
-                 scale_rewards="group", gradient_accumulation_steps=4),
-    "dr_grpo": dict(loss_type="dr_grpo", scale_rewards="none", epsilon_high=0.2, gradient_accumulation_steps=4),
-    "gspo": dict(loss_type="grpo", importance_sampling_level="sequence", epsilon=3e-4, epsilon_high=4e-4,
-                 gradient_accumulation_steps=2),
-    "dapo_without_dynamic_sampling": dict(loss_type="dapo", epsilon=0.2, epsilon_high=0.28, gradient_accumulation_steps=4,
-                                          mask_truncated_completions=False),
+    "grpo": {"loss_type": "grpo", "importance_sampling_level": "token", "epsilon": 0.2, "epsilon_high": 0.2,
+             "scale_rewards": "group", "gradient_accumulation_steps": 4},
+    "dr_grpo": {"loss_type": "dr_grpo", "scale_rewards": "none", "epsilon_high": 0.2, "gradient_accumulation_steps": 4},
+    "gspo": {"loss_type": "grpo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4,
+             "gradient_accumulation_steps": 2},
+    "dapo_without_dynamic_sampling": {"loss_type": "dapo", "epsilon": 0.2, "epsilon_high": 0.28,
+                                      "gradient_accumulation_steps": 4, "mask_truncated_completions": False},
 }
 
 
@@ -130,15 +137,15 @@ def test_the_exported_trl_script_runs_two_steps_and_trl_resolves_the_preset(tmp_
     out = tmp_path / "run"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run([sys.executable, "train_grpo.py", "--smoke", "--model", TINY, "--output-dir", str(out)],
-                          cwd=recipe, env=env, capture_output=True, text=True, timeout=600)
+                          cwd=recipe, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     resolved = json.loads((out / "resolved_config.json").read_text())
     assert resolved["global_step"] == 2
     assert len([h for h in resolved["log_history"] if "loss" in h]) == 2
     args = resolved["args"]
     # --smoke changes sizes only; the algorithm and the batch structure are the recipe's
-    smoke = dict(num_generations=4, per_device_train_batch_size=4, max_completion_length=32, max_steps=2, bf16=False,
-                 gradient_checkpointing=False, use_vllm=False)
+    smoke = {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 32, "max_steps": 2, "bf16": False,
+             "gradient_checkpointing": False, "use_vllm": False}
     at_scale = {k: v for k, v in {**COMMON_AT_SCALE, **TRL_EXPECTED["dapo_without_dynamic_sampling"]}.items() if k not in smoke}
     for field, want in {**at_scale, **smoke}.items():
         assert args[field] == want, (field, args[field], want)
@@ -171,24 +178,24 @@ def verl_python():
     """The Python of a virtual environment with verl 0.9.1 (no dependencies), hydra-core and omegaconf, made on
     first use in .venv-verl/ (git-ignored). Skipped only when the package registry cannot be reached."""
     py = VENV / "bin" / "python"
-    check = [str(py), "-c", "import importlib.metadata as m, hydra, omegaconf; assert m.version('verl') == '0.9.1'"]
-    if not (py.exists() and subprocess.run(check, capture_output=True).returncode == 0):
+    probe = [str(py), "-c", "import importlib.metadata as m, hydra, omegaconf; assert m.version('verl') == '0.9.1'"]
+    if not (py.exists() and subprocess.run(probe, capture_output=True, check=False).returncode == 0):
         steps = [[sys.executable, "-m", "venv", str(VENV)],
                  [str(py), "-m", "pip", "install", "--quiet", "--no-deps", "verl==0.9.1"],
                  [str(py), "-m", "pip", "install", "--quiet", "hydra-core", "omegaconf"]]
         for cmd in steps:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
             if proc.returncode != 0:
                 text = proc.stdout + proc.stderr
                 if any(s in text for s in _NETWORK):
                     pytest.skip(f"the package registry is unreachable, so verl 0.9.1 cannot be installed: {text.strip()[-300:]}")
                 raise AssertionError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
-        assert subprocess.run(check, capture_output=True).returncode == 0
+        assert subprocess.run(probe, capture_output=True, check=False).returncode == 0
     return str(py)
 
 
 def compose_verl(python: str, overrides: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([python, "-c", _COMPOSE, json.dumps(overrides)], capture_output=True, text=True, timeout=300)
+    return subprocess.run([python, "-c", _COMPOSE, json.dumps(overrides)], capture_output=True, text=True, timeout=300, check=False)
 
 
 def _get(cfg: dict, dotted: str):
@@ -276,7 +283,7 @@ def test_the_verl_reward_file_and_data_preparation_run(tmp_path):
     export_recipe("grpo", "verl", "m", "words", tmp_path)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "prepare_data.py", "--out", "data/words", "--n", "6"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     import pandas as pd
 
