@@ -5,6 +5,7 @@
     python -m grpo_lab pretrain
     python -m grpo_lab bench --json runs/bench.json
     python -m grpo_lab paired --vary clip_high=0.2,0.28 --steps 60 --set minibatches=8 --set epochs=2
+    python -m grpo_lab export --algo dapo --engine verl --model Qwen/Qwen2.5-1.5B-Instruct --task gsm8k --out recipes/dapo
 
 Bad arguments print one line and exit with status 2; nothing prints a traceback at a learner.
 """
@@ -190,6 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="measure only these arms (and 'rollout', the generator comparison); default: all")
     bn.add_argument("--in-process", action="store_true", help="run the parts here, not each in its own forked process")
     bn.add_argument("--json", metavar="FILE", help="write the measurements here")
+
+    ex = sub.add_parser("export", help="write a preset as a launchable TRL or verl recipe (script, configs, launch commands)")
+    ex.add_argument("--algo", choices=sorted(PRESETS), default="grpo")
+    ex.add_argument("--engine", choices=["trl", "verl"], required=True)
+    ex.add_argument("--model", default="Qwen/Qwen2.5-1.5B-Instruct", help="a Hugging Face name or a folder")
+    ex.add_argument("--task", choices=["gsm8k", "words", "sum3"], default="gsm8k")
+    ex.add_argument("--out", required=True, metavar="DIR", help="folder for the recipe")
     return p
 
 
@@ -212,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
             return _bench(args)
         if args.command == "paired":
             return _paired(args)
+        if args.command == "export":
+            return _export(args)
         return _pretrain(args)
     except ValueError as err:  # the lab's own input checks: one line, not a traceback
         print(f"python -m grpo_lab {args.command}: error: {err}", file=sys.stderr)
@@ -336,6 +346,16 @@ def _bench(args) -> int:
     print(format_table(result))
     if args.json:
         save_json(result, args.json)
+    return 0
+
+
+def _export(args) -> int:
+    from .export import export_recipe
+
+    files = export_recipe(args.algo, args.engine, args.model, args.task, args.out)
+    print(f"{args.algo} for {args.engine}: wrote {len(files)} files in {args.out} (read README.md there first)")
+    for f in files:
+        print(f"  {f}")
     return 0
 
 

@@ -29,33 +29,66 @@ LOSS_TYPE = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_toke
 """The lab's ``aggregation`` -> TRL's ``loss_type``. ``"bnpo"`` is also ``token_mean`` on one process
 without gradient accumulation; ``"dapo"`` is TRL's default and stays token-mean across accumulation."""
 TRL_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
-"""The ``loss_type`` values whose loss is the clipped surrogate the lab computes."""
+"""The ``loss_type`` values whose loss is the clipped surrogate the lab computes (they differ only in the normaliser)."""
+TRL_OTHER_LOSS_TYPES = ("cispo", "sapo", "luspo", "vespo")
+"""``loss_type`` values of trl 1.16 that change the per-token loss itself (clipped weights, soft gates, length
+scaling), which the lab does not compute."""
 IMPORTANCE_SAMPLING_LEVEL = {"token": "token", "sequence": "sequence", "sequence_token": "sequence"}
 """``ratio_level`` -> ``importance_sampling_level``. GSPO-token equals GSPO (``"sequence"``) in value and
 gradient whenever the advantage is one per sequence, which is all TRL computes."""
 
 VERL_KEYS = {
-    "group_size": "actor_rollout_ref.rollout.n",
-    "advantage": "algorithm.adv_estimator (gae | grpo)",
-    "scale": "algorithm.norm_adv_by_std_in_grpo (true | false; no batch std)",
-    "ratio_level": "actor_rollout_ref.actor.policy_loss.loss_mode (vanilla | gspo)",
-    "aggregation": "actor_rollout_ref.actor.loss_agg_mode (seq-mean-token-mean | token-mean | seq-mean-token-sum-norm)",
-    "clip_low": "actor_rollout_ref.actor.clip_ratio_low",
-    "clip_high": "actor_rollout_ref.actor.clip_ratio_high",
-    "dual_clip": "actor_rollout_ref.actor.clip_ratio_c",
-    "beta": "actor_rollout_ref.actor.use_kl_loss + kl_loss_coef",
-    "kl_kind": "actor_rollout_ref.actor.kl_loss_type (low_var_kl is k3)",
-    "kl_in_reward": "algorithm.use_kl_in_reward + algorithm.kl_ctrl.kl_coef",
-    "entropy_coef": "actor_rollout_ref.actor.entropy_coeff",
-    "dynamic_sampling": "algorithm.filter_groups.enable (metric acc, max_num_gen_batches)",
-    "overlong_penalty": "reward_model.overlong_buffer.enable (len, penalty_factor)",
-    "minibatches": "actor_rollout_ref.actor.ppo_mini_batch_size (data.train_batch_size / minibatches)",
-    "epochs": "actor_rollout_ref.actor.ppo_epochs",
-    "gamma": "algorithm.gamma",
-    "lam": "algorithm.lam",
-    "max_new_tokens": "data.max_response_length",
+    "prompts_per_step": ("data.train_batch_size",),
+    "group_size": ("actor_rollout_ref.rollout.n",),
+    "max_new_tokens": ("data.max_response_length",),
+    "temperature": ("actor_rollout_ref.rollout.temperature",),
+    "lr": ("actor_rollout_ref.actor.optim.lr",),
+    "weight_decay": ("actor_rollout_ref.actor.optim.weight_decay",),
+    "grad_clip": ("actor_rollout_ref.actor.grad_clip",),
+    "advantage": ("algorithm.adv_estimator",),
+    "scale": ("algorithm.norm_adv_by_std_in_grpo",),
+    "ratio_level": ("actor_rollout_ref.actor.policy_loss.loss_mode",),
+    "aggregation": ("actor_rollout_ref.actor.loss_agg_mode", "actor_rollout_ref.actor.loss_scale_factor"),
+    "clip_low": ("actor_rollout_ref.actor.clip_ratio_low",),
+    "clip_high": ("actor_rollout_ref.actor.clip_ratio_high",),
+    "dual_clip": ("actor_rollout_ref.actor.clip_ratio_c",),
+    "beta": ("actor_rollout_ref.actor.use_kl_loss", "actor_rollout_ref.actor.kl_loss_coef"),
+    "kl_kind": ("actor_rollout_ref.actor.kl_loss_type", "algorithm.kl_penalty"),
+    "kl_in_reward": ("algorithm.use_kl_in_reward", "algorithm.kl_ctrl.kl_coef"),
+    "entropy_coef": ("actor_rollout_ref.actor.entropy_coeff",),
+    "dynamic_sampling": ("algorithm.filter_groups.enable", "algorithm.filter_groups.metric", "trainer.use_v1"),
+    "max_gen_batches": ("algorithm.filter_groups.max_num_gen_batches",),
+    "overlong_penalty": ("reward.reward_manager.name", "+reward.reward_kwargs.overlong_buffer_cfg.enable",
+                         "+reward.reward_kwargs.max_resp_len"),
+    "overlong_cache": ("+reward.reward_kwargs.overlong_buffer_cfg.len",),
+    "minibatches": ("actor_rollout_ref.actor.ppo_mini_batch_size",),
+    "epochs": ("actor_rollout_ref.actor.ppo_epochs",),
+    "gamma": ("algorithm.gamma",),
+    "lam": ("algorithm.lam",),
+    "value_clip": ("critic.cliprange_value",),
+    "critic_lr": ("critic.optim.lr",),
+    "critic_warmup_steps": ("trainer.critic_warmup",),
 }
-"""The lab's knobs as verl keys (verl's generated ``ppo_trainer.yaml`` and ``docs/algo/dapo.md``)."""
+"""The lab's knobs (``TrainConfig`` and ``Algorithm`` fields) as verl 0.9.1 keys of
+``python -m verl.trainer.main_ppo``. Every key without ``+`` is in verl's composed trainer config
+(``tests/test_export.py`` composes them with verl's own Hydra config); a ``+`` key is appended, read by the
+reward loop's ``dapo`` reward manager. ``VERL_NOTES`` says how a value maps where it is not one to one."""
+
+VERL_NOTES = {
+    "prompts_per_step": "prompts per rollout; verl multiplies by rollout.n",
+    "advantage": "grpo | gae (a critic)",
+    "scale": "true: the group's std | false (Dr. GRPO); no batch std",
+    "ratio_level": "vanilla | gspo",
+    "aggregation": "seq-mean-token-mean | token-mean | seq-mean-token-sum-norm (Dr. GRPO: loss_scale_factor = max_response_length)",
+    "beta": "KL in the loss: use_kl_loss=true, kl_loss_coef=beta",
+    "kl_kind": "low_var_kl is k3, kl is k1, mse is k2",
+    "kl_in_reward": "use_kl_in_reward=true, kl_ctrl.kl_coef=beta, kl_penalty picks the estimator",
+    "dynamic_sampling": "acted on by the V1 trainer (trainer.use_v1=true, the default), metric=acc; the legacy trainer ignores it",
+    "max_gen_batches": "ignored by the V1 trainer (it logs a warning): refills have no cap",
+    "overlong_penalty": "not in the trainer config: reward_manager.name=dapo reads +reward.reward_kwargs.overlong_buffer_cfg",
+    "minibatches": "ppo_mini_batch_size = train_batch_size / minibatches (both in prompts)",
+    "critic_lr": "the critic's own optimiser (verl has no vf_coef: the value loss is not summed with the policy's)",
+}
 
 
 def _algorithm(algo) -> Algorithm:
@@ -106,7 +139,9 @@ def grpo_config_kwargs(algo="grpo", cfg=None) -> dict:
         "epsilon_high": a.clip_high if a.clip_high is not None else a.clip_low,
         "scale_rewards": a.scale,
         "beta": 0.0 if a.kl_in_reward else a.beta,
-        "use_bias_correction_kl": False,  # TRL's default (True) multiplies the KL by the ratio; the lab does not
+        # False: the k3 term of the GRPO paper, which the lab computes (exact parity). TRL's default, True, multiplies
+        # it by the ratio, which makes its gradient the unbiased reverse-KL gradient (notebook 03's fix).
+        "use_bias_correction_kl": False,
         "entropy_coef": a.entropy_coef,
         "mask_truncated_completions": a.overlong_filter,
     }

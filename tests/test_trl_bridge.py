@@ -177,3 +177,15 @@ def test_a_real_grpo_trainer_run_on_the_tiny_model(tmp_path):
     assert [h["step"] for h in hist] == [1, 2]
     assert all(0.0 <= h["accuracy"] <= 1.0 and h["step_seconds"] > 0 and h["length_mean"] >= 1 for h in hist)
     assert any((p.detach() - b).abs().max() > 0 for p, b in zip(model.parameters(), before))
+
+
+def test_the_loss_types_split_into_the_labs_four_and_those_that_change_the_per_token_loss():
+    """TRL documents its loss_type values in the field's help ("Supported values are ..."); the lab computes four."""
+    import re
+
+    from grpo_lab.trl_bridge import TRL_LOSS_TYPES, TRL_OTHER_LOSS_TYPES
+
+    help_ = next(f for f in dataclasses.fields(GRPOConfig) if f.name == "loss_type").metadata["help"]
+    supported = re.findall(r"'(\w+)'", help_.split("Supported values are")[1].split(".")[0])
+    assert sorted(supported) == sorted(("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"))
+    assert sorted(TRL_LOSS_TYPES + TRL_OTHER_LOSS_TYPES) == sorted(supported)
