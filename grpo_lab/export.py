@@ -46,35 +46,77 @@ class ScaleRow:
 
 # The one place the at-scale values live; the recipes read them from here.
 SCALE: tuple[ScaleRow, ...] = (
-    ScaleRow("learning rate", 1e-4, 1e-6,
-             "TRL GRPOConfig default (trl/trainer/grpo_config.py); verl actor.optim.lr default; DAPO (Yu et al. 2025)",
-             "the lab's 1M-parameter model learns from a near-random start; a pretrained billion-parameter policy "
-             "drifts from its reference and collapses at 1e-4"),
-    ScaleRow("prompts per rollout", 16, 32,
-             "chosen to fill one 8-GPU node (32 prompts x G 8 = 256 completions); DAPO (Yu et al. 2025) used 512 x 16",
-             "enough groups per update for a stable mean; raise it with more GPUs"),
-    ScaleRow("completions per prompt (G)", 8, 8,
-             "the preset's G; DeepSeekMath (Shao et al. 2024) used 64, DAPO (Yu et al. 2025) 16",
-             "kept: the algorithm, not the hardware, sets G"),
-    ScaleRow("micro-batch per GPU", 128, 8,
-             "TRL GRPOConfig default per_device_train_batch_size; verl ppo_micro_batch_size_per_gpu in its GSM8K examples",
-             "a 1.5B-parameter model at 1024 new tokens fits 8 sequences per forward pass with checkpointing"),
-    ScaleRow("max new tokens", 32, 1024,
-             "verl's GSM8K GRPO examples (data.max_response_length=1024, max_prompt_length=512)",
-             "a GSM8K chain of thought takes hundreds of tokens; sum3's answer takes at most 32"),
-    ScaleRow("overlong cache (DAPO)", 8, 256,
-             "DAPO (Yu et al. 2025): 4096 of 20480 tokens; the lab and the recipe keep a quarter of the budget",
-             "the soft penalty ramps over the last quarter of the generation budget"),
-    ScaleRow("bf16", False, True, "TRL GRPOConfig default (bf16=True); verl FSDP dtype bfloat16",
-             "half the memory and the tensor cores of the GPU; the lab's CPU runs float32"),
-    ScaleRow("gradient checkpointing", False, True,
-             "TRL GRPOConfig default; verl actor_rollout_ref.model.enable_gradient_checkpointing default",
-             "recomputes activations in the backward pass: long completions fit at the cost of one more forward"),
-    ScaleRow("generation engine", "the lab's KV-cache loop", "vLLM",
-             "TRL use_vllm (colocate or server); verl actor_rollout_ref.rollout.name=vllm",
-             "generation is most of a step; vLLM's paged attention and continuous batching make it several times faster"),
-    ScaleRow("critic learning rate (PPO)", 1e-3, 1e-5, "verl critic.optim.lr default",
-             "the critic is a copy of the pretrained model with a value head, not a tiny network trained from scratch"),
+    ScaleRow(
+        "learning rate",
+        1e-4,
+        1e-6,
+        "TRL GRPOConfig default (trl/trainer/grpo_config.py); verl actor.optim.lr default; DAPO (Yu et al. 2025)",
+        "the lab's 1M-parameter model learns from a near-random start; a pretrained billion-parameter policy "
+        "drifts from its reference and collapses at 1e-4",
+    ),
+    ScaleRow(
+        "prompts per rollout",
+        16,
+        32,
+        "chosen to fill one 8-GPU node (32 prompts x G 8 = 256 completions); DAPO (Yu et al. 2025) used 512 x 16",
+        "enough groups per update for a stable mean; raise it with more GPUs",
+    ),
+    ScaleRow(
+        "completions per prompt (G)",
+        8,
+        8,
+        "the preset's G; DeepSeekMath (Shao et al. 2024) used 64, DAPO (Yu et al. 2025) 16",
+        "kept: the algorithm, not the hardware, sets G",
+    ),
+    ScaleRow(
+        "micro-batch per GPU",
+        128,
+        8,
+        "TRL GRPOConfig default per_device_train_batch_size; verl ppo_micro_batch_size_per_gpu in its GSM8K examples",
+        "a 1.5B-parameter model at 1024 new tokens fits 8 sequences per forward pass with checkpointing",
+    ),
+    ScaleRow(
+        "max new tokens",
+        32,
+        1024,
+        "verl's GSM8K GRPO examples (data.max_response_length=1024, max_prompt_length=512)",
+        "a GSM8K chain of thought takes hundreds of tokens; sum3's answer takes at most 32",
+    ),
+    ScaleRow(
+        "overlong cache (DAPO)",
+        8,
+        256,
+        "DAPO (Yu et al. 2025): 4096 of 20480 tokens; the lab and the recipe keep a quarter of the budget",
+        "the soft penalty ramps over the last quarter of the generation budget",
+    ),
+    ScaleRow(
+        "bf16",
+        False,
+        True,
+        "TRL GRPOConfig default (bf16=True); verl FSDP dtype bfloat16",
+        "half the memory and the tensor cores of the GPU; the lab's CPU runs float32",
+    ),
+    ScaleRow(
+        "gradient checkpointing",
+        False,
+        True,
+        "TRL GRPOConfig default; verl actor_rollout_ref.model.enable_gradient_checkpointing default",
+        "recomputes activations in the backward pass: long completions fit at the cost of one more forward",
+    ),
+    ScaleRow(
+        "generation engine",
+        "the lab's KV-cache loop",
+        "vLLM",
+        "TRL use_vllm (colocate or server); verl actor_rollout_ref.rollout.name=vllm",
+        "generation is most of a step; vLLM's paged attention and continuous batching make it several times faster",
+    ),
+    ScaleRow(
+        "critic learning rate (PPO)",
+        1e-3,
+        1e-5,
+        "verl critic.optim.lr default",
+        "the critic is a copy of the pretrained model with a value head, not a tiny network trained from scratch",
+    ),
 )
 
 _SCALE = {r.knob: r.at_scale for r in SCALE}
@@ -99,12 +141,19 @@ SMOKE = {
 """What ``train_grpo.py --smoke`` replaces: sizes only, so a CPU runs two optimiser steps of the same recipe."""
 
 
-def rollout_arithmetic(per_device_train_batch_size: int, num_processes: int, steps_per_generation: int,
-                       gradient_accumulation_steps: int, num_iterations: int = 1) -> dict:
+def rollout_arithmetic(
+    per_device_train_batch_size: int,
+    num_processes: int,
+    steps_per_generation: int,
+    gradient_accumulation_steps: int,
+    num_iterations: int = 1,
+) -> dict:
     """TRL's batch arithmetic: completions per rollout and optimiser steps per rollout."""
     if steps_per_generation % gradient_accumulation_steps:
-        raise ValueError(f"gradient_accumulation_steps must divide steps_per_generation = {steps_per_generation}, "
-                         f"got {gradient_accumulation_steps}")
+        raise ValueError(
+            f"gradient_accumulation_steps must divide steps_per_generation = {steps_per_generation}, "
+            f"got {gradient_accumulation_steps}"
+        )
     return {
         "completions_per_rollout": per_device_train_batch_size * num_processes * steps_per_generation,
         "optimiser_steps_per_rollout": steps_per_generation // gradient_accumulation_steps * num_iterations,
@@ -118,15 +167,21 @@ def refusal(algo, engine: str) -> str | None:
     if a.advantage == "gfpo":
         # A GRPOTrainer subclass would have to replace _generate_and_score_completions, a private method
         # whose signature has changed between TRL releases; a recipe pinned to it would break silently.
-        return (f"GFPO is in neither engine: TRL removed GFPOTrainer (huggingface/trl#6309) and verl {VERL_VERSION} "
-                "has no length filter on groups. Use the lab's trainer on one GPU (python -m grpo_lab train --algo gfpo "
-                "--model NAME), or export dapo or dr_grpo, whose token-mean and length-unbiased losses also curb length")
+        return (
+            f"GFPO is in neither engine: TRL removed GFPOTrainer (huggingface/trl#6309) and verl {VERL_VERSION} "
+            "has no length filter on groups. Use the lab's trainer on one GPU (python -m grpo_lab train --algo gfpo "
+            "--model NAME), or export dapo or dr_grpo, whose token-mean and length-unbiased losses also curb length"
+        )
     if engine == "trl" and a.advantage == "gae":
-        return ("PPO with a critic is not in TRL: PPOTrainer was removed (huggingface/trl#7020) and GRPOTrainer has no "
-                "value model. Use --engine verl (algorithm.adv_estimator=gae with a critic)")
+        return (
+            "PPO with a critic is not in TRL: PPOTrainer was removed (huggingface/trl#7020) and GRPOTrainer has no "
+            "value model. Use --engine verl (algorithm.adv_estimator=gae with a critic)"
+        )
     if engine == "trl" and a.dynamic_sampling:
-        return ("DAPO's dynamic sampling (drop all-equal groups, sample more) is not in TRL's GRPOTrainer. Use --engine "
-                "verl (algorithm.filter_groups), or in Python export get_algorithm('dapo', dynamic_sampling=False) to TRL")
+        return (
+            "DAPO's dynamic sampling (drop all-equal groups, sample more) is not in TRL's GRPOTrainer. Use --engine "
+            "verl (algorithm.filter_groups), or in Python export get_algorithm('dapo', dynamic_sampling=False) to TRL"
+        )
     if engine == "trl" and a.kl_in_reward:
         return "KL folded into the reward is not in TRL's GRPOTrainer (only k3 KL in the loss). Use --engine verl"
     if engine == "trl" and a.beta > 0 and a.kl_kind != "k3":
@@ -153,8 +208,12 @@ def trl_settings(algo="grpo") -> dict:
     _refuse(a, "trl")
     if STEPS_PER_GENERATION % a.minibatches:
         raise ValueError(f"minibatches must divide steps_per_generation = {STEPS_PER_GENERATION}, got {a.minibatches}")
-    cfg = TrainConfig(prompts_per_step=_SCALE["prompts per rollout"], group_size=_SCALE["completions per prompt (G)"],
-                      max_new_tokens=_SCALE["max new tokens"], lr=_SCALE["learning rate"])
+    cfg = TrainConfig(
+        prompts_per_step=_SCALE["prompts per rollout"],
+        group_size=_SCALE["completions per prompt (G)"],
+        max_new_tokens=_SCALE["max new tokens"],
+        lr=_SCALE["learning rate"],
+    )
     kw = grpo_config_kwargs(a, cfg)
     kw.update(
         per_device_train_batch_size=PER_DEVICE,
@@ -190,12 +249,16 @@ def _task_source(task: str, with_data: bool = True) -> tuple[str, str]:
 
 _ROWS = {
     "sum3": 'rows = [{"prompt": sum3_prompt(*t), "answer": sum(t)} for t in _triples(split, n or 4096, 0)]',
-    "words": ('ds = synthetic_word_problems(n or 4096, 0 if split == "train" else 1)\n'
-              '    rows = [{"prompt": p, "answer": a} for p, a in zip(ds["prompt"], ds["answer"])]'),
-    "gsm8k": ('from datasets import load_dataset\n'
-              '    ds = load_dataset("openai/gsm8k", "main", split=split)\n'
-              '    rows = [{"prompt": r["question"], "answer": int(r["answer"].rsplit("####", 1)[-1].strip().replace(",", ""))}\n'
-              '            for r in (ds if n is None else ds.select(range(min(n, len(ds)))))]'),
+    "words": (
+        'ds = synthetic_word_problems(n or 4096, 0 if split == "train" else 1)\n'
+        '    rows = [{"prompt": p, "answer": a} for p, a in zip(ds["prompt"], ds["answer"])]'
+    ),
+    "gsm8k": (
+        "from datasets import load_dataset\n"
+        '    ds = load_dataset("openai/gsm8k", "main", split=split)\n'
+        '    rows = [{"prompt": r["question"], "answer": int(r["answer"].rsplit("####", 1)[-1].strip().replace(",", ""))}\n'
+        "            for r in (ds if n is None else ds.select(range(min(n, len(ds)))))]"
+    ),
 }
 
 _TRL_SCRIPT = '''"""{algo} on {task} with TRL's GRPOTrainer: exported by grpo_lab (python -m grpo_lab export).
@@ -302,16 +365,34 @@ if __name__ == "__main__":
     main()
 '''
 
-_ACCELERATE_COMMON = {"compute_environment": "LOCAL_MACHINE", "debug": False, "machine_rank": 0,
-                      "main_training_function": "main", "mixed_precision": "bf16", "num_machines": 1,
-                      "rdzv_backend": "static", "same_network": True, "use_cpu": False, "downcast_bf16": "no"}
+_ACCELERATE_COMMON = {
+    "compute_environment": "LOCAL_MACHINE",
+    "debug": False,
+    "machine_rank": 0,
+    "main_training_function": "main",
+    "mixed_precision": "bf16",
+    "num_machines": 1,
+    "rdzv_backend": "static",
+    "same_network": True,
+    "use_cpu": False,
+    "downcast_bf16": "no",
+}
 ACCELERATE_CONFIGS = {
     "single_gpu": {**_ACCELERATE_COMMON, "distributed_type": "NO", "num_processes": 1, "gpu_ids": "all"},
     "multi_gpu": {**_ACCELERATE_COMMON, "distributed_type": "MULTI_GPU", "num_processes": NUM_GPUS, "gpu_ids": "all"},
-    "zero3": {**_ACCELERATE_COMMON, "distributed_type": "DEEPSPEED", "num_processes": NUM_GPUS,
-              "deepspeed_config": {"deepspeed_multinode_launcher": "standard", "offload_optimizer_device": "none",
-                                   "offload_param_device": "none", "zero3_init_flag": True, "zero3_save_16bit_model": True,
-                                   "zero_stage": 3}},
+    "zero3": {
+        **_ACCELERATE_COMMON,
+        "distributed_type": "DEEPSPEED",
+        "num_processes": NUM_GPUS,
+        "deepspeed_config": {
+            "deepspeed_multinode_launcher": "standard",
+            "offload_optimizer_device": "none",
+            "offload_param_device": "none",
+            "zero3_init_flag": True,
+            "zero3_save_16bit_model": True,
+            "zero_stage": 3,
+        },
+    },
 }
 """accelerate configs as TRL ships them (trl/accelerate_configs), with the process counts of this recipe."""
 
@@ -354,13 +435,17 @@ accelerate launch --config_file accelerate/single_gpu.yaml train_grpo.py --model
 
 # --- verl --------------------------------------------------------------------------------------
 
-_VERL_LOSS_AGG = {"seq_mean_token_mean": "seq-mean-token-mean", "token_mean": "token-mean",
-                  "seq_mean_token_sum_norm": "seq-mean-token-sum-norm"}
+_VERL_LOSS_AGG = {
+    "seq_mean_token_mean": "seq-mean-token-mean",
+    "token_mean": "token-mean",
+    "seq_mean_token_sum_norm": "seq-mean-token-sum-norm",
+}
 _VERL_KL = {"k1": "kl", "k2": "mse", "k3": "low_var_kl"}
 
 
-def verl_overrides(algo="grpo", model: str = "Qwen/Qwen2.5-1.5B-Instruct", task: str = "gsm8k",
-                   data_dir: str = "data") -> list[str]:
+def verl_overrides(
+    algo="grpo", model: str = "Qwen/Qwen2.5-1.5B-Instruct", task: str = "gsm8k", data_dir: str = "data"
+) -> list[str]:
     """The Hydra overrides of ``python -m verl.trainer.main_ppo`` (verl 0.9.1) that run ``algo`` at scale."""
     a = _algorithm(algo)
     _refuse(a, "verl")
@@ -418,18 +503,28 @@ def verl_overrides(algo="grpo", model: str = "Qwen/Qwen2.5-1.5B-Instruct", task:
     if a.dual_clip is not None:
         o.append(f"{actor}.clip_ratio_c={a.dual_clip}")
     if a.beta > 0 and not a.kl_in_reward:
-        o += [f"{actor}.kl_loss_coef={a.beta}", f"{actor}.kl_loss_type={_VERL_KL[a.kl_kind]}",
-              f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={2 * PER_DEVICE}"]
+        o += [
+            f"{actor}.kl_loss_coef={a.beta}",
+            f"{actor}.kl_loss_type={_VERL_KL[a.kl_kind]}",
+            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={2 * PER_DEVICE}",
+        ]
     if a.kl_in_reward:
-        o += ["algorithm.use_kl_in_reward=true", f"algorithm.kl_penalty={_VERL_KL[a.kl_kind]}",
-              f"algorithm.kl_ctrl.kl_coef={a.beta}",
-              f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={2 * PER_DEVICE}"]
+        o += [
+            "algorithm.use_kl_in_reward=true",
+            f"algorithm.kl_penalty={_VERL_KL[a.kl_kind]}",
+            f"algorithm.kl_ctrl.kl_coef={a.beta}",
+            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={2 * PER_DEVICE}",
+        ]
     if a.advantage == "gae":
-        o += [f"algorithm.gamma={a.gamma}", f"algorithm.lam={a.lam}",
-              f"critic.model.path={model}", f"critic.optim.lr={_SCALE['critic learning rate (PPO)']}",
-              f"critic.ppo_micro_batch_size_per_gpu={PER_DEVICE}",
-              f"critic.model.enable_gradient_checkpointing={str(_SCALE['gradient checkpointing']).lower()}",
-              f"trainer.critic_warmup={a.critic_warmup_steps}"]
+        o += [
+            f"algorithm.gamma={a.gamma}",
+            f"algorithm.lam={a.lam}",
+            f"critic.model.path={model}",
+            f"critic.optim.lr={_SCALE['critic learning rate (PPO)']}",
+            f"critic.ppo_micro_batch_size_per_gpu={PER_DEVICE}",
+            f"critic.model.enable_gradient_checkpointing={str(_SCALE['gradient checkpointing']).lower()}",
+            f"trainer.critic_warmup={a.critic_warmup_steps}",
+        ]
         if a.value_clip is not None:
             o.append(f"critic.cliprange_value={a.value_clip}")
     if a.dynamic_sampling:
@@ -440,11 +535,13 @@ def verl_overrides(algo="grpo", model: str = "Qwen/Qwen2.5-1.5B-Instruct", task:
         o.append("reward.reward_manager.name=dapo")  # the reward loop's dapo manager: acc + overlong buffer
     if a.overlong_penalty:
         # Not keys of verl's trainer config: the dapo reward manager reads reward.reward_kwargs, appended with "+".
-        o += [f"+reward.reward_kwargs.max_resp_len={max_len}",
-              "+reward.reward_kwargs.overlong_buffer_cfg.enable=true",
-              f"+reward.reward_kwargs.overlong_buffer_cfg.len={_SCALE['overlong cache (DAPO)']}",
-              "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0",
-              "+reward.reward_kwargs.overlong_buffer_cfg.log=false"]
+        o += [
+            f"+reward.reward_kwargs.max_resp_len={max_len}",
+            "+reward.reward_kwargs.overlong_buffer_cfg.enable=true",
+            f"+reward.reward_kwargs.overlong_buffer_cfg.len={_SCALE['overlong cache (DAPO)']}",
+            "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0",
+            "+reward.reward_kwargs.overlong_buffer_cfg.log=false",
+        ]
     return o
 
 
@@ -503,9 +600,13 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 
 def _verl_run(overrides: list[str]) -> str:
     lines = " \\\n    ".join(overrides)
-    return ("#!/usr/bin/env bash\n# verl " + VERL_VERSION + ": python prepare_data.py first; extra key=value arguments override.\n"
-            "set -euo pipefail\ncd \"$(dirname \"$0\")\"\n"
-            f"python -m verl.trainer.main_ppo \\\n    {lines} \\\n    \"$@\"\n")
+    return (
+        "#!/usr/bin/env bash\n# verl "
+        + VERL_VERSION
+        + ": python prepare_data.py first; extra key=value arguments override.\n"
+        'set -euo pipefail\ncd "$(dirname "$0")"\n'
+        f'python -m verl.trainer.main_ppo \\\n    {lines} \\\n    "$@"\n'
+    )
 
 
 # --- README of a recipe ------------------------------------------------------------------------
@@ -520,10 +621,17 @@ def scale_table() -> str:
 
 def _readme(a: Algorithm, engine: str, model: str, task: str, settings: dict | None) -> str:
     head = f"# {a.name} on {task} with {engine.upper() if engine == 'trl' else 'verl ' + VERL_VERSION}\n\n"
-    body = f"Exported by `python -m grpo_lab export --algo {a.name} --engine {engine} --model {model} --task {task}`.\n\n"
+    body = (
+        f"Exported by `python -m grpo_lab export --algo {a.name} --engine {engine} --model {model} --task {task}`.\n\n"
+    )
     if engine == "trl":
-        arith = rollout_arithmetic(settings["per_device_train_batch_size"], NUM_GPUS, settings["steps_per_generation"],
-                                   settings["gradient_accumulation_steps"], settings["num_iterations"])
+        arith = rollout_arithmetic(
+            settings["per_device_train_batch_size"],
+            NUM_GPUS,
+            settings["steps_per_generation"],
+            settings["gradient_accumulation_steps"],
+            settings["num_iterations"],
+        )
         body += (
             "Files: `train_grpo.py` (the script), `accelerate/` (one GPU, DDP, DeepSpeed ZeRO-3), `launch.sh` (the commands).\n\n"
             "## Batch arithmetic\n\n"
@@ -534,7 +642,7 @@ def _readme(a: Algorithm, engine: str, model: str, task: str, settings: dict | N
             f"minibatches x epochs. On one GPU a rollout is {NUM_GPUS}x smaller: raise steps_per_generation and "
             "gradient_accumulation_steps together to keep it.\n\n"
             "## Generation: vLLM, colocated or a server\n\n"
-            "- `vllm_mode=\"colocate\"` (default here): vLLM runs inside each training process on the same GPU and, with "
+            '- `vllm_mode="colocate"` (default here): vLLM runs inside each training process on the same GPU and, with '
             "`vllm_enable_sleep_mode`, releases its weights and KV cache during the optimiser step. No extra GPU, no "
             "server to start; the choice for one node and models that fit twice (training state + vLLM).\n"
             "- `--vllm-mode server`: `trl vllm-serve` on dedicated GPUs; training GPUs keep all their memory for "
@@ -544,8 +652,10 @@ def _readme(a: Algorithm, engine: str, model: str, task: str, settings: dict | N
             "importance ratio. The lab's parity with TRL's loss holds without vLLM; with it, this factor is added.\n\n"
         )
     else:
-        body += ("Files: `prepare_data.py` (parquet), `reward.py` (`compute_score`), `run.sh` "
-                 "(`python -m verl.trainer.main_ppo` with its overrides).\n\n")
+        body += (
+            "Files: `prepare_data.py` (parquet), `reward.py` (`compute_score`), `run.sh` "
+            "(`python -m verl.trainer.main_ppo` with its overrides).\n\n"
+        )
         if a.dynamic_sampling or a.overlong_penalty:
             body += (
                 "## Where DAPO's pieces are applied in verl " + VERL_VERSION + "\n\n"
@@ -555,7 +665,8 @@ def _readme(a: Algorithm, engine: str, model: str, task: str, settings: dict | N
                 "is no cap on refills.\n"
                 "- Overlong buffer: not a key of verl's trainer config. The reward loop's `dapo` reward manager "
                 "(`reward.reward_manager.name=dapo`) reads `reward.reward_kwargs.overlong_buffer_cfg` and `max_resp_len`, "
-                "appended with `+`.\n\n")
+                "appended with `+`.\n\n"
+            )
     body += "## Settings that change with scale\n\n" + scale_table() + "\n"
     return head + body
 
@@ -584,16 +695,25 @@ def export_recipe(algo, engine: str, model: str, task: str, out) -> list[Path]:
         settings = trl_settings(a)
         settings = {k: v for k, v in settings.items() if v is not None}
         files["train_grpo.py"] = _TRL_SCRIPT.format(
-            algo=a.name, task=task, model=model, settings=pformat(settings, sort_dicts=False), smoke=pformat(SMOKE, sort_dicts=False),
-            overlong_cache=_SCALE["overlong cache (DAPO)"] if a.overlong_penalty else None, chat=chat,
-            task_source=source, rows=_ROWS[task], reward_name=reward_name)
+            algo=a.name,
+            task=task,
+            model=model,
+            settings=pformat(settings, sort_dicts=False),
+            smoke=pformat(SMOKE, sort_dicts=False),
+            overlong_cache=_SCALE["overlong cache (DAPO)"] if a.overlong_penalty else None,
+            chat=chat,
+            task_source=source,
+            rows=_ROWS[task],
+            reward_name=reward_name,
+        )
         for name, cfg in ACCELERATE_CONFIGS.items():
             files[f"accelerate/{name}.yaml"] = _yaml(cfg) + "\n"
         files["launch.sh"] = _trl_launch(a.name, task, model)
     else:
         files["prepare_data.py"] = _VERL_PREPARE.format(task=task, task_source=source, rows=_ROWS[task], chat=chat)
-        files["reward.py"] = _VERL_REWARD.format(task=task, task_source=_task_source(task, with_data=False)[0],
-                                                 reward_name=reward_name)
+        files["reward.py"] = _VERL_REWARD.format(
+            task=task, task_source=_task_source(task, with_data=False)[0], reward_name=reward_name
+        )
         files["run.sh"] = _verl_run(verl_overrides(a, model, task))
     files["README.md"] = _readme(a, engine, model, task, settings)
     written = []

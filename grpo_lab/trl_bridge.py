@@ -29,7 +29,8 @@ LOSS_TYPE = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_toke
 """The lab's ``aggregation`` -> TRL's ``loss_type``. ``"bnpo"`` is also ``token_mean`` on one process
 without gradient accumulation; ``"dapo"`` is TRL's default and stays token-mean across accumulation."""
 TRL_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
-"""The ``loss_type`` values whose loss is the clipped surrogate the lab computes (they differ only in the normaliser)."""
+"""The ``loss_type`` values whose loss is the clipped surrogate the lab computes (they differ only in
+the normaliser)."""
 TRL_OTHER_LOSS_TYPES = ("cispo", "sapo", "luspo", "vespo")
 """``loss_type`` values of trl 1.16 that change the per-token loss itself (clipped weights, soft gates, length
 scaling), which the lab does not compute."""
@@ -58,8 +59,11 @@ VERL_KEYS = {
     "entropy_coef": ("actor_rollout_ref.actor.entropy_coeff",),
     "dynamic_sampling": ("algorithm.filter_groups.enable", "algorithm.filter_groups.metric", "trainer.use_v1"),
     "max_gen_batches": ("algorithm.filter_groups.max_num_gen_batches",),
-    "overlong_penalty": ("reward.reward_manager.name", "+reward.reward_kwargs.overlong_buffer_cfg.enable",
-                         "+reward.reward_kwargs.max_resp_len"),
+    "overlong_penalty": (
+        "reward.reward_manager.name",
+        "+reward.reward_kwargs.overlong_buffer_cfg.enable",
+        "+reward.reward_kwargs.max_resp_len",
+    ),
     "overlong_cache": ("+reward.reward_kwargs.overlong_buffer_cfg.len",),
     "minibatches": ("actor_rollout_ref.actor.ppo_mini_batch_size",),
     "epochs": ("actor_rollout_ref.actor.ppo_epochs",),
@@ -79,13 +83,19 @@ VERL_NOTES = {
     "advantage": "grpo | gae (a critic)",
     "scale": "true: the group's std | false (Dr. GRPO); no batch std",
     "ratio_level": "vanilla | gspo",
-    "aggregation": "seq-mean-token-mean | token-mean | seq-mean-token-sum-norm (Dr. GRPO: loss_scale_factor = max_response_length)",
+    "aggregation": (
+        "seq-mean-token-mean | token-mean | seq-mean-token-sum-norm (Dr. GRPO: loss_scale_factor = max_response_length)"
+    ),
     "beta": "KL in the loss: use_kl_loss=true, kl_loss_coef=beta",
     "kl_kind": "low_var_kl is k3, kl is k1, mse is k2",
     "kl_in_reward": "use_kl_in_reward=true, kl_ctrl.kl_coef=beta, kl_penalty picks the estimator",
-    "dynamic_sampling": "acted on by the V1 trainer (trainer.use_v1=true, the default), metric=acc; the legacy trainer ignores it",
+    "dynamic_sampling": (
+        "acted on by the V1 trainer (trainer.use_v1=true, the default), metric=acc; the legacy trainer ignores it"
+    ),
     "max_gen_batches": "ignored by the V1 trainer (it logs a warning): refills have no cap",
-    "overlong_penalty": "not in the trainer config: reward_manager.name=dapo reads +reward.reward_kwargs.overlong_buffer_cfg",
+    "overlong_penalty": (
+        "not in the trainer config: reward_manager.name=dapo reads +reward.reward_kwargs.overlong_buffer_cfg"
+    ),
     "minibatches": "ppo_mini_batch_size = train_batch_size / minibatches (both in prompts)",
     "critic_lr": "the critic's own optimiser (verl has no vf_coef: the value loss is not summed with the policy's)",
 }

@@ -40,17 +40,44 @@ TINY = str(ROOT / "assets" / "tiny-sum3")
 # Hand table: the TRL recipe at scale (TRL's GRPOConfig defaults for lr/bf16/checkpointing; 8 per GPU x 8 GPUs x 4
 # micro-steps = 256 completions = 32 prompts x G 8; gradient accumulation = 4 / minibatches, so one rollout is
 # `minibatches` optimiser steps).
-COMMON_AT_SCALE = {"learning_rate": 1e-6, "num_generations": 8, "per_device_train_batch_size": 8, "steps_per_generation": 4,
-                   "max_completion_length": 1024, "bf16": True, "gradient_checkpointing": True, "use_vllm": True,
-                   "vllm_mode": "colocate", "vllm_enable_sleep_mode": True, "beta": 0.0, "temperature": 1.0}
+COMMON_AT_SCALE = {
+    "learning_rate": 1e-6,
+    "num_generations": 8,
+    "per_device_train_batch_size": 8,
+    "steps_per_generation": 4,
+    "max_completion_length": 1024,
+    "bf16": True,
+    "gradient_checkpointing": True,
+    "use_vllm": True,
+    "vllm_mode": "colocate",
+    "vllm_enable_sleep_mode": True,
+    "beta": 0.0,
+    "temperature": 1.0,
+}
 TRL_EXPECTED = {
-    "grpo": {"loss_type": "grpo", "importance_sampling_level": "token", "epsilon": 0.2, "epsilon_high": 0.2,
-             "scale_rewards": "group", "gradient_accumulation_steps": 4},
+    "grpo": {
+        "loss_type": "grpo",
+        "importance_sampling_level": "token",
+        "epsilon": 0.2,
+        "epsilon_high": 0.2,
+        "scale_rewards": "group",
+        "gradient_accumulation_steps": 4,
+    },
     "dr_grpo": {"loss_type": "dr_grpo", "scale_rewards": "none", "epsilon_high": 0.2, "gradient_accumulation_steps": 4},
-    "gspo": {"loss_type": "grpo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4,
-             "gradient_accumulation_steps": 2},
-    "dapo_without_dynamic_sampling": {"loss_type": "dapo", "epsilon": 0.2, "epsilon_high": 0.28,
-                                      "gradient_accumulation_steps": 4, "mask_truncated_completions": False},
+    "gspo": {
+        "loss_type": "grpo",
+        "importance_sampling_level": "sequence",
+        "epsilon": 3e-4,
+        "epsilon_high": 4e-4,
+        "gradient_accumulation_steps": 2,
+    },
+    "dapo_without_dynamic_sampling": {
+        "loss_type": "dapo",
+        "epsilon": 0.2,
+        "epsilon_high": 0.28,
+        "gradient_accumulation_steps": 4,
+        "mask_truncated_completions": False,
+    },
 }
 
 
@@ -63,8 +90,16 @@ def _algo(name):
 
 def test_each_preset_exports_or_is_refused_with_what_to_use_instead(tmp_path):
     exported = {(a, e) for a in PRESETS for e in ("trl", "verl") if refusal(a, e) is None}
-    assert exported == {("grpo", "trl"), ("dr_grpo", "trl"), ("gspo", "trl"), ("grpo", "verl"), ("dr_grpo", "verl"),
-                        ("gspo", "verl"), ("dapo", "verl"), ("ppo", "verl")}
+    assert exported == {
+        ("grpo", "trl"),
+        ("dr_grpo", "trl"),
+        ("gspo", "trl"),
+        ("grpo", "verl"),
+        ("dr_grpo", "verl"),
+        ("gspo", "verl"),
+        ("dapo", "verl"),
+        ("ppo", "verl"),
+    }
     assert "--engine verl" in refusal("ppo", "trl") and "PPOTrainer" in refusal("ppo", "trl")
     assert "verl" in refusal("dapo", "trl") and "dynamic sampling" in refusal("dapo", "trl")
     for engine in ("trl", "verl"):
@@ -78,7 +113,12 @@ def test_each_preset_exports_or_is_refused_with_what_to_use_instead(tmp_path):
 
 def test_the_export_command_writes_a_recipe_or_says_why_not_in_one_line(tmp_path, capsys):
     assert main(["export", "--algo", "gspo", "--engine", "trl", "--task", "gsm8k", "--out", str(tmp_path / "g")]) == 0
-    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["README.md", "accelerate", "launch.sh", "train_grpo.py"]
+    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == [
+        "README.md",
+        "accelerate",
+        "launch.sh",
+        "train_grpo.py",
+    ]
     capsys.readouterr()
     assert main(["export", "--algo", "gfpo", "--engine", "verl", "--out", str(tmp_path / "f")]) == 2
     err = capsys.readouterr().err.strip()
@@ -102,7 +142,9 @@ def test_trl_settings_are_fields_trl_accepts_with_the_hand_values(name, tmp_path
     kw = trl_settings(_algo(name))
     for field, want in {**COMMON_AT_SCALE, **TRL_EXPECTED[name]}.items():
         assert kw[field] == want, (name, field, kw[field], want)
-    assert set(kw) <= {f.name for f in dataclasses.fields(GRPOConfig)}, set(kw) - {f.name for f in dataclasses.fields(GRPOConfig)}
+    assert set(kw) <= {f.name for f in dataclasses.fields(GRPOConfig)}, set(kw) - {
+        f.name for f in dataclasses.fields(GRPOConfig)
+    }
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, **kw)  # TRL's own checks; one process here
     assert args.generation_batch_size == 8 * 1 * 4  # TRL's arithmetic: per device x processes x steps_per_generation
 
@@ -136,31 +178,63 @@ def test_the_exported_trl_script_runs_two_steps_and_trl_resolves_the_preset(tmp_
     export_recipe(_algo("dapo_without_dynamic_sampling"), "trl", TINY, "sum3", recipe)
     out = tmp_path / "run"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, "train_grpo.py", "--smoke", "--model", TINY, "--output-dir", str(out)],
-                          cwd=recipe, env=env, capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [sys.executable, "train_grpo.py", "--smoke", "--model", TINY, "--output-dir", str(out)],
+        cwd=recipe,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     resolved = json.loads((out / "resolved_config.json").read_text())
     assert resolved["global_step"] == 2
     assert len([h for h in resolved["log_history"] if "loss" in h]) == 2
     args = resolved["args"]
     # --smoke changes sizes only; the algorithm and the batch structure are the recipe's
-    smoke = {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 32, "max_steps": 2, "bf16": False,
-             "gradient_checkpointing": False, "use_vllm": False}
-    at_scale = {k: v for k, v in {**COMMON_AT_SCALE, **TRL_EXPECTED["dapo_without_dynamic_sampling"]}.items() if k not in smoke}
+    smoke = {
+        "num_generations": 4,
+        "per_device_train_batch_size": 4,
+        "max_completion_length": 32,
+        "max_steps": 2,
+        "bf16": False,
+        "gradient_checkpointing": False,
+        "use_vllm": False,
+    }
+    at_scale = {
+        k: v for k, v in {**COMMON_AT_SCALE, **TRL_EXPECTED["dapo_without_dynamic_sampling"]}.items() if k not in smoke
+    }
     for field, want in {**at_scale, **smoke}.items():
         assert args[field] == want, (field, args[field], want)
     trainer = resolved["trainer"]  # the GRPOTrainer's own attributes, as it runs
-    assert (trainer["loss_type"], trainer["epsilon_low"], trainer["epsilon_high"], trainer["beta"]) == ("dapo", 0.2, 0.28, 0.0)
-    assert (trainer["importance_sampling_level"], trainer["scale_rewards"], trainer["num_iterations"]) == ("token", "group", 1)
+    assert (trainer["loss_type"], trainer["epsilon_low"], trainer["epsilon_high"], trainer["beta"]) == (
+        "dapo",
+        0.2,
+        0.28,
+        0.0,
+    )
+    assert (trainer["importance_sampling_level"], trainer["scale_rewards"], trainer["num_iterations"]) == (
+        "token",
+        "group",
+        1,
+    )
     assert resolved["reward_funcs"] == ["sum3_reward_trl", "soft_overlong_punishment_reward"]
 
 
 # --- verl -----------------------------------------------------------------------------------------
 
 VENV = ROOT / ".venv-verl"
-_NETWORK = ("Failed to establish a new connection", "Temporary failure in name resolution", "Network is unreachable",
-            "Could not fetch URL", "No matching distribution found", "Connection refused", "Read timed out")
-_COMPOSE = r'''
+_NETWORK = (
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "Could not fetch URL",
+    "No matching distribution found",
+    "Connection refused",
+    "Read timed out",
+)
+_COMPOSE = r"""
 import importlib.util, json, os, sys
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
@@ -170,7 +244,7 @@ with initialize_config_dir(config_dir=config_dir, version_base=None):
     cfg = compose(config_name="ppo_trainer", overrides=json.loads(sys.argv[1]))
 print(json.dumps({"verl_imported": "verl" in sys.modules, "root": os.path.dirname(spec.origin),
                   "config": OmegaConf.to_container(cfg, resolve=False)}))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -180,22 +254,28 @@ def verl_python():
     py = VENV / "bin" / "python"
     probe = [str(py), "-c", "import importlib.metadata as m, hydra, omegaconf; assert m.version('verl') == '0.9.1'"]
     if not (py.exists() and subprocess.run(probe, capture_output=True, check=False).returncode == 0):
-        steps = [[sys.executable, "-m", "venv", str(VENV)],
-                 [str(py), "-m", "pip", "install", "--quiet", "--no-deps", "verl==0.9.1"],
-                 [str(py), "-m", "pip", "install", "--quiet", "hydra-core", "omegaconf"]]
+        steps = [
+            [sys.executable, "-m", "venv", str(VENV)],
+            [str(py), "-m", "pip", "install", "--quiet", "--no-deps", "verl==0.9.1"],
+            [str(py), "-m", "pip", "install", "--quiet", "hydra-core", "omegaconf"],
+        ]
         for cmd in steps:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
             if proc.returncode != 0:
                 text = proc.stdout + proc.stderr
                 if any(s in text for s in _NETWORK):
-                    pytest.skip(f"the package registry is unreachable, so verl 0.9.1 cannot be installed: {text.strip()[-300:]}")
+                    pytest.skip(
+                        f"the package registry is unreachable, so verl 0.9.1 cannot be installed: {text.strip()[-300:]}"
+                    )
                 raise AssertionError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
         assert subprocess.run(probe, capture_output=True, check=False).returncode == 0
     return str(py)
 
 
 def compose_verl(python: str, overrides: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([python, "-c", _COMPOSE, json.dumps(overrides)], capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [python, "-c", _COMPOSE, json.dumps(overrides)], capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def _get(cfg: dict, dotted: str):
@@ -205,24 +285,56 @@ def _get(cfg: dict, dotted: str):
 
 
 VERL_EXPECTED = {  # hand values: the presets at scale, in verl's keys
-    "grpo": {"algorithm.adv_estimator": "grpo", "algorithm.norm_adv_by_std_in_grpo": True,
-             "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-mean", "actor_rollout_ref.actor.clip_ratio_high": 0.2,
-             "actor_rollout_ref.actor.ppo_mini_batch_size": 32, "actor_rollout_ref.rollout.n": 8,
-             "actor_rollout_ref.actor.optim.lr": 1e-6, "data.max_response_length": 1024, "data.train_batch_size": 32,
-             "actor_rollout_ref.rollout.name": "vllm", "algorithm.filter_groups.enable": False},
-    "dr_grpo": {"algorithm.norm_adv_by_std_in_grpo": False, "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-sum-norm",
-                "actor_rollout_ref.actor.loss_scale_factor": 1024},
-    "gspo": {"actor_rollout_ref.actor.policy_loss.loss_mode": "gspo", "actor_rollout_ref.actor.clip_ratio_low": 3e-4,
-             "actor_rollout_ref.actor.clip_ratio_high": 4e-4, "actor_rollout_ref.actor.ppo_mini_batch_size": 16},
-    "dapo": {"actor_rollout_ref.actor.clip_ratio_high": 0.28, "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
-             "algorithm.filter_groups.enable": True, "algorithm.filter_groups.metric": "acc", "trainer.use_v1": True,
-             "reward.reward_manager.name": "dapo", "reward.reward_kwargs.max_resp_len": 1024,
-             "reward.reward_kwargs.overlong_buffer_cfg.enable": True, "reward.reward_kwargs.overlong_buffer_cfg.len": 256,
-             "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": 1.0},
-    "ppo": {"algorithm.adv_estimator": "gae", "algorithm.lam": 0.95, "algorithm.gamma": 1.0, "algorithm.use_kl_in_reward": True,
-            "algorithm.kl_penalty": "kl", "algorithm.kl_ctrl.kl_coef": 0.05, "actor_rollout_ref.actor.use_kl_loss": False,
-            "critic.optim.lr": 1e-5, "critic.cliprange_value": 0.2, "trainer.critic_warmup": 4,
-            "actor_rollout_ref.actor.ppo_epochs": 2, "actor_rollout_ref.actor.ppo_mini_batch_size": 16},
+    "grpo": {
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.norm_adv_by_std_in_grpo": True,
+        "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-mean",
+        "actor_rollout_ref.actor.clip_ratio_high": 0.2,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 32,
+        "actor_rollout_ref.rollout.n": 8,
+        "actor_rollout_ref.actor.optim.lr": 1e-6,
+        "data.max_response_length": 1024,
+        "data.train_batch_size": 32,
+        "actor_rollout_ref.rollout.name": "vllm",
+        "algorithm.filter_groups.enable": False,
+    },
+    "dr_grpo": {
+        "algorithm.norm_adv_by_std_in_grpo": False,
+        "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-sum-norm",
+        "actor_rollout_ref.actor.loss_scale_factor": 1024,
+    },
+    "gspo": {
+        "actor_rollout_ref.actor.policy_loss.loss_mode": "gspo",
+        "actor_rollout_ref.actor.clip_ratio_low": 3e-4,
+        "actor_rollout_ref.actor.clip_ratio_high": 4e-4,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 16,
+    },
+    "dapo": {
+        "actor_rollout_ref.actor.clip_ratio_high": 0.28,
+        "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
+        "algorithm.filter_groups.enable": True,
+        "algorithm.filter_groups.metric": "acc",
+        "trainer.use_v1": True,
+        "reward.reward_manager.name": "dapo",
+        "reward.reward_kwargs.max_resp_len": 1024,
+        "reward.reward_kwargs.overlong_buffer_cfg.enable": True,
+        "reward.reward_kwargs.overlong_buffer_cfg.len": 256,
+        "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": 1.0,
+    },
+    "ppo": {
+        "algorithm.adv_estimator": "gae",
+        "algorithm.lam": 0.95,
+        "algorithm.gamma": 1.0,
+        "algorithm.use_kl_in_reward": True,
+        "algorithm.kl_penalty": "kl",
+        "algorithm.kl_ctrl.kl_coef": 0.05,
+        "actor_rollout_ref.actor.use_kl_loss": False,
+        "critic.optim.lr": 1e-5,
+        "critic.cliprange_value": 0.2,
+        "trainer.critic_warmup": 4,
+        "actor_rollout_ref.actor.ppo_epochs": 2,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 16,
+    },
 }
 
 
@@ -241,8 +353,11 @@ def test_the_verl_overrides_compose_with_verls_own_config(verl_python, algo, tmp
 
 
 def test_a_misspelled_or_unknown_verl_key_fails(verl_python):
-    for bad in ("actor_rollout_ref.actor.clip_ratio_hihg=0.28", "algorithm.filter_group.enable=true",
-                "reward_model.overlong_buffer.enable=true"):
+    for bad in (
+        "actor_rollout_ref.actor.clip_ratio_hihg=0.28",
+        "algorithm.filter_group.enable=true",
+        "reward_model.overlong_buffer.enable=true",
+    ):
         proc = compose_verl(verl_python, verl_overrides("dapo") + [bad])
         assert proc.returncode != 0 and "Could not override" in proc.stderr, bad
 
@@ -260,8 +375,14 @@ def test_every_verl_key_of_the_map_is_in_verls_config_or_read_by_the_dapo_reward
     # The appended keys: read by the reward loop's "dapo" reward manager of the installed wheel.
     dapo = (Path(out["root"]) / "experimental" / "reward_loop" / "reward_manager" / "dapo.py").read_text()
     assert '@register("dapo")' in dapo
-    for read in ('.get("overlong_buffer_cfg"', '.get("max_resp_len"', "overlong_buffer_cfg.enable", "overlong_buffer_cfg.len",
-                 "overlong_buffer_cfg.penalty_factor", 'reward_extra_info["acc"]'):
+    for read in (
+        '.get("overlong_buffer_cfg"',
+        '.get("max_resp_len"',
+        "overlong_buffer_cfg.enable",
+        "overlong_buffer_cfg.len",
+        "overlong_buffer_cfg.penalty_factor",
+        'reward_extra_info["acc"]',
+    ):
         assert read in dapo, read
 
 
@@ -282,8 +403,15 @@ def test_verl_applies_dynamic_sampling_in_its_v1_trainer_only(verl_python):
 def test_the_verl_reward_file_and_data_preparation_run(tmp_path):
     export_recipe("grpo", "verl", "m", "words", tmp_path)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "prepare_data.py", "--out", "data/words", "--n", "6"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "prepare_data.py", "--out", "data/words", "--n", "6"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     import pandas as pd
 
