@@ -175,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--only", nargs="+", choices=["lab", "trl", "rollout"], default=None, help="measure only these parts")
     bn.add_argument("--in-process", action="store_true", help="run the parts here, not each in its own forked process")
     bn.add_argument("--json", metavar="FILE", help="write the measurements here")
+
+    sub.add_parser("doctor", help="is this machine ready? Python, torch, the model, one training step, widgets, plots, memory")
     return p
 
 
@@ -197,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             return _bench(args)
         if args.command == "paired":
             return _paired(args)
+        if args.command == "doctor":
+            return _doctor(args)
         return _pretrain(args)
     except ValueError as err:  # the lab's own input checks: one line, not a traceback
         print(f"python -m grpo_lab {args.command}: error: {err}", file=sys.stderr)
@@ -317,6 +321,12 @@ def _bench(args) -> int:
     if args.json:
         save_json(result, args.json)
     return 0
+
+
+def _doctor(args) -> int:
+    from .doctor import run
+
+    return run()
 
 
 if __name__ == "__main__":

@@ -33,13 +33,10 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PYPI = "https://pypi.org/simple"
 
 
-def has_nvidia_gpu() -> bool:
-    """An NVIDIA driver is present: its kernel module, or nvidia-smi (also where WSL puts it)."""
-    return (
-        Path("/proc/driver/nvidia").exists()
-        or shutil.which("nvidia-smi") is not None
-        or Path("/usr/lib/wsl/lib/nvidia-smi").exists()
-    )
+def has_nvidia_gpu(driver_dir: Path = Path("/proc/driver/nvidia"), wsl_smi: Path = Path("/usr/lib/wsl/lib/nvidia-smi"),
+                   which=shutil.which) -> bool:
+    """An NVIDIA driver is present: its kernel module, or nvidia-smi (on PATH, or where WSL puts it)."""
+    return driver_dir.exists() or which("nvidia-smi") is not None or wsl_smi.exists()
 
 
 def index_reachable(url: str = CPU_INDEX, timeout: float = 5.0) -> bool:
