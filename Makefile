@@ -66,10 +66,11 @@ browser-deps: $(PY)
 	$(PY) -m pip install --quiet "playwright>=1.45,<2"
 
 # Every wheel `make lab` installs, for this OS, CPU type and Python version, in one folder;
-# setuptools too, which installing the lab itself (-e .) needs.
+# setuptools too, which installing the lab itself (-e .) needs, but not the lab (it comes from here).
 wheelhouse: $(PY)
 	$(PY) -m pip wheel --wheel-dir $(or $(WHEELHOUSE),wheelhouse) $$($(PY) tools/install_torch.py --print --version $(TORCH_VERSION) $(if $(TORCH_INDEX),--index $(TORCH_INDEX))) -r $(REQUIREMENTS)
 	$(PY) -m pip download --dest $(or $(WHEELHOUSE),wheelhouse) "setuptools>=64" wheel
+	rm -f $(or $(WHEELHOUSE),wheelhouse)/grpo_lab-*.whl
 	@du -sh $(or $(WHEELHOUSE),wheelhouse)
 
 # Re-execute every notebook in place (commit them executed, so the plots read on GitHub).
