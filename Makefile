@@ -42,8 +42,10 @@ install: $(PY)
 	$(PY) tools/install_torch.py --version $(TORCH_VERSION) $(TORCH_FROM)
 	$(PY) -m pip install $(OFFLINE) -r $(REQUIREMENTS)
 
+# `-m jupyterlab`, not `-m jupyter lab`: the latter runs the first `jupyter-lab` on PATH, which
+# may belong to another Python (a system or conda JupyterLab that cannot see .venv's packages).
 lab: install
-	$(PY) -m jupyter lab notebooks/
+	$(PY) -m jupyterlab notebooks/
 
 # One minute: Python, torch, the model, one training step, widgets, plots, memory.
 doctor: $(PY)
@@ -55,8 +57,9 @@ test: install browser-deps
 	$(MAKE) test-browser
 
 # The widgets in a real JupyterLab + headless Chromium, in the fast profile (nbval already runs the default one).
+# .venv/bin first on PATH, so the test's `python -m jupyter lab` starts .venv's JupyterLab.
 test-browser:
-	GRPO_LAB_PROFILE=fast $(PY) -m pytest tests/browser -q -m browser
+	PATH="$(abspath $(VENV))/bin:$$PATH" GRPO_LAB_PROFILE=fast $(PY) -m pytest tests/browser -q -m browser
 
 # Headless Chromium from Debian (never `playwright install`: browser downloads fail here) and its driver.
 SUDO ?= $(if $(filter 0,$(shell id -u)),,sudo)
@@ -77,6 +80,6 @@ wheelhouse: $(PY)
 execute-notebooks: install
 	for nb in notebooks/[0-9]*.ipynb; do \
 		start=$$(date +%s); \
-		$(PY) -m jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 "$$nb" || exit 1; \
+		$(PY) -m nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 "$$nb" || exit 1; \
 		echo "$$nb: $$(( $$(date +%s) - start )) s"; \
 	done

@@ -199,6 +199,21 @@ def check_widgets() -> Check:
     return Check("widgets", "ok", msg)
 
 
+def check_jupyter_on_path(which=None) -> Check:
+    """`jupyter lab` typed in a terminal runs the first jupyter-lab on PATH: it should be this one."""
+    import shutil
+    import sysconfig
+
+    found = (which or shutil.which)("jupyter-lab")
+    here = Path(sysconfig.get_path("scripts")).resolve()
+    start = f"{Path(sys.executable).name} -m jupyterlab" if found is None else "jupyter lab"
+    if found is not None and Path(found).resolve().parent != here and Path(found).parent.resolve() != here:
+        return Check("jupyter", "warn", f"`jupyter lab` on PATH is {found}, another Python's, whose kernel may not "
+                                        f"see this environment's packages: start the course with `make lab` or "
+                                        f"`{sys.executable} -m jupyterlab notebooks/`")
+    return Check("jupyter", "ok", f"start the course with `make lab` or `{start} notebooks/`")
+
+
 def check_matplotlib() -> Check:
     """Plots render to PNG (what a notebook shows) and notebooks can draw inline."""
     try:
@@ -279,7 +294,7 @@ def _one_line(err: BaseException) -> str:
 
 
 CHECKS = (check_python, check_torch, check_transformers, check_model, check_training_step, check_widgets,
-          check_matplotlib, check_memory)
+          check_jupyter_on_path, check_matplotlib, check_memory)
 # Checks that need torch and transformers: skipped when either fails, with a line that says so.
 NEEDS_TORCH = {"check_model", "check_training_step"}
 

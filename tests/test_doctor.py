@@ -10,7 +10,6 @@ import re
 import types
 from pathlib import Path
 
-import pytest
 import torch
 
 from grpo_lab import doctor
@@ -50,7 +49,7 @@ def test_doctor_passes_on_this_install():
     report = "\n".join(lines)
     assert rc == 0, report
     names = [line.split()[1] for line in lines[:-1]]
-    assert names == ["python", "torch", "transformers", "model", "training", "widgets", "matplotlib", "memory"], report
+    assert names == ["python", "torch", "transformers", "model", "training", "widgets", "jupyter", "matplotlib", "memory"], report
     assert not any(line.startswith("FAIL") for line in lines), report
     assert lines[-1] == "ready: every check passed"
 
@@ -230,6 +229,18 @@ def test_widget_extension_found_here_is_the_one_jupyterlab_widgets_installed():
     ext = doctor._extension_dir()
     assert ext is not None and (ext / "install.json").is_file()
     assert '"jupyterlab_widgets"' in (ext / "install.json").read_text()
+
+
+def test_jupyter_lab_on_path_from_another_python_is_named(tmp_path):
+    other = tmp_path / "conda" / "bin" / "jupyter-lab"
+    c = doctor.check_jupyter_on_path(which=lambda name: str(other))
+    assert c.status == "warn" and str(other) in c.message and "-m jupyterlab notebooks/" in c.message
+    import sysconfig
+
+    mine = Path(sysconfig.get_path("scripts")) / "jupyter-lab"
+    assert doctor.check_jupyter_on_path(which=lambda name: str(mine)).status == "ok"
+    none = doctor.check_jupyter_on_path(which=lambda name: None)
+    assert none.status == "ok" and "-m jupyterlab notebooks/" in none.message
 
 
 def test_matplotlib_failures(monkeypatch):

@@ -74,8 +74,8 @@ def pip_args(
         return ([f"torch=={version}", "--index-url", CPU_INDEX, "--extra-index-url", PYPI],
                 f"torch {version}: the CPU build from {CPU_INDEX}, no NVIDIA GPU found")
     return ([f"torch=={version}+cpu"],
-            f"torch {version}+cpu: no NVIDIA GPU found and {CPU_INDEX} does not answer; "
-            "looking in the indexes and folders pip is configured with")
+            (f"torch {version}+cpu: no NVIDIA GPU found and {CPU_INDEX} does not answer; "
+             "looking in the indexes and folders pip is configured with"))
 
 
 def main(argv: list[str] | None = None) -> int:
