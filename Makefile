@@ -38,9 +38,15 @@ $(PY):
 	@$(PYTHON) -c "import ensurepip, venv" 2>/dev/null || { echo "make: $(PYTHON) cannot make a virtual environment (no venv/ensurepip module): install the python3-venv package (sudo apt install python3-venv) or pass PYTHON=another python3.10+"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
-install: $(PY)
+# Installs once, and again when what it installs from changes: a second `make lab` starts at once,
+# and with no network. To install again anyway: rm .venv/.installed && make install
+INSTALLED = $(VENV)/.installed
+install: $(INSTALLED)
+
+$(INSTALLED): $(REQUIREMENTS) pyproject.toml tools/install_torch.py | $(PY)
 	$(PY) tools/install_torch.py --version $(TORCH_VERSION) $(TORCH_FROM)
 	$(PY) -m pip install $(OFFLINE) -r $(REQUIREMENTS)
+	@touch $@
 
 # `-m jupyterlab`, not `-m jupyter lab`: the latter runs the first `jupyter-lab` on PATH, which
 # may belong to another Python (a system or conda JupyterLab that cannot see .venv's packages).
