@@ -129,7 +129,7 @@ def check_model() -> Check:
     return Check("model", "ok", msg)
 
 
-def check_training_step() -> Check:
+def check_training() -> Check:
     """One GRPO step on the shipped model: a finite loss and gradient, and weights that moved.
 
     (On-policy, GRPO's loss is about 0 by construction, its normalised advantages summing to 0 per
@@ -293,10 +293,10 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0] if text else ''}"
 
 
-CHECKS = (check_python, check_torch, check_transformers, check_model, check_training_step, check_widgets,
+CHECKS = (check_python, check_torch, check_transformers, check_model, check_training, check_widgets,
           check_jupyter_on_path, check_matplotlib, check_memory)
 # Checks that need torch and transformers: skipped when either fails, with a line that says so.
-NEEDS_TORCH = {"check_model", "check_training_step"}
+NEEDS_TORCH = {"check_model", "check_training"}
 
 
 def run(checks=CHECKS, out=print) -> int:

@@ -87,15 +87,15 @@ def test_without_torch_the_model_and_training_checks_are_not_run(monkeypatch):
     def check_model():
         ran.append("model")
 
-    def check_training_step():
+    def check_training():
         ran.append("training")
 
-    checks = (doctor.check_torch, check_model, check_training_step)
+    checks = (doctor.check_torch, check_model, check_training)
     lines = []
     assert doctor.run(checks, out=lines.append) == 1
     assert ran == []
     assert lines[1].startswith("FAIL") and "fix torch and transformers first" in lines[1]
-    assert lines[-1] == "3 failed: torch, model, training_step"
+    assert lines[-1] == "3 failed: torch, model, training"
 
 
 # --- each check's failure line -----------------------------------------------------------------
@@ -192,7 +192,7 @@ def test_training_step_with_a_nan_loss_fails(monkeypatch):
     from grpo_lab.trainer import Trainer
 
     monkeypatch.setattr(Trainer, "train_step", lambda self, batch=None: {"loss": float("nan"), "grad_norm": float("nan")})
-    c = doctor.check_training_step()
+    c = doctor.check_training()
     assert c.status == "FAIL" and "loss nan" in c.message and "left the weights" in c.message and "make lab" in c.message
 
 
@@ -200,7 +200,7 @@ def test_training_step_that_skips_its_update_warns(monkeypatch):
     from grpo_lab.trainer import Trainer
 
     monkeypatch.setattr(Trainer, "train_step", lambda self, batch=None: {"skipped": "no reward spread in any group"})
-    c = doctor.check_training_step()
+    c = doctor.check_training()
     assert c.status == "warn" and "no reward spread" in c.message and "rerun" in c.message
 
 
