@@ -54,7 +54,7 @@ lab: install
 	$(PY) -m jupyterlab notebooks/
 
 # One minute: Python, torch, the model, one training step, widgets, plots, memory.
-doctor: $(PY)
+doctor: install
 	$(PY) -m grpo_lab doctor
 
 test: install browser-deps
