@@ -198,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--model", default="Qwen/Qwen2.5-1.5B-Instruct", help="a Hugging Face name or a folder")
     ex.add_argument("--task", choices=["gsm8k", "words", "sum3"], default="gsm8k")
     ex.add_argument("--out", required=True, metavar="DIR", help="folder for the recipe")
+    sub.add_parser("doctor", help="is this machine ready? Python, torch, the model, one training step, widgets, plots, memory")
     return p
 
 
@@ -222,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
             return _paired(args)
         if args.command == "export":
             return _export(args)
+        if args.command == "doctor":
+            return _doctor(args)
         return _pretrain(args)
     except ValueError as err:  # the lab's own input checks: one line, not a traceback
         print(f"python -m grpo_lab {args.command}: error: {err}", file=sys.stderr)
@@ -357,6 +360,12 @@ def _export(args) -> int:
     for f in files:
         print(f"  {f}")
     return 0
+
+
+def _doctor(args) -> int:
+    from .doctor import run
+
+    return run()
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     record = json.loads(RUNTIMES.read_text()) if RUNTIMES.exists() else {"seconds": {}}
     for nb in notebooks:
         t0 = time.perf_counter()
-        cmd = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace",
+        cmd = [sys.executable, "-m", "nbconvert", "--to", "notebook", "--execute", "--inplace",
                "--ExecutePreprocessor.timeout=600", str(nb)]
         if subprocess.run(cmd, cwd=ROOT).returncode != 0:
             print(f"{nb.name}: failed", file=sys.stderr)
