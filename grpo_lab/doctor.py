@@ -56,12 +56,19 @@ def _in_range(version: str, spec: str) -> bool:
     return SpecifierSet(spec).contains(version, prereleases=True)
 
 
-def check_python(version_info: tuple = tuple(sys.version_info[:3]), executable: str = sys.executable,
-                 in_venv: bool = sys.prefix != sys.base_prefix) -> Check:
+def check_python(
+    version_info: tuple = tuple(sys.version_info[:3]),
+    executable: str = sys.executable,
+    in_venv: bool = sys.prefix != sys.base_prefix,
+) -> Check:
     v = ".".join(str(x) for x in version_info)
     if tuple(version_info[:2]) < (3, 10):
-        return Check("python", "FAIL", f"{v} at {executable}: the lab needs Python 3.10 or newer: "
-                                       "make lab PYTHON=/path/to/python3.10+ (or install one from python.org)")
+        return Check(
+            "python",
+            "FAIL",
+            f"{v} at {executable}: the lab needs Python 3.10 or newer: "
+            "make lab PYTHON=/path/to/python3.10+ (or install one from python.org)",
+        )
     where = "a virtual environment" if in_venv else "no virtual environment"
     return Check("python", "ok", f"{v} at {executable} ({where})")
 
@@ -85,12 +92,19 @@ def check_torch() -> Check:
     where = f"cuda ({torch.cuda.get_device_name(0)})" if device.type == "cuda" else "cpu"
     msg = f"{torch.__version__}, {build}, device {where}, {threads} threads on {cores} cores"
     if torch.version.cuda and device.type != "cuda":
-        return Check("torch", "warn", msg + ": this CUDA build finds no GPU and runs on the CPU; the CPU build is "
-                                            "a fraction of its size: rm -r .venv && make lab "
-                                            "TORCH_INDEX=https://download.pytorch.org/whl/cpu")
+        return Check(
+            "torch",
+            "warn",
+            msg + ": this CUDA build finds no GPU and runs on the CPU; the CPU build is "
+            "a fraction of its size: rm -r .venv && make lab "
+            "TORCH_INDEX=https://download.pytorch.org/whl/cpu",
+        )
     if threads < cores and os.environ.get("OMP_NUM_THREADS"):
-        return Check("torch", "warn", msg + f": OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} leaves cores idle; "
-                                            "unset it for speed")
+        return Check(
+            "torch",
+            "warn",
+            msg + f": OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} leaves cores idle; unset it for speed",
+        )
     return Check("torch", "ok", msg)
 
 
@@ -101,8 +115,12 @@ def check_transformers() -> Check:
         return Check("transformers", "FAIL", f"not importable ({err}): {REINSTALL}")
     v = transformers.__version__
     if not _in_range(v, TESTED["transformers"]):
-        return Check("transformers", "FAIL", f"{v} is outside the tested range {TESTED['transformers']}: "
-                                             f"pip install 'transformers{TESTED['transformers']}'")
+        return Check(
+            "transformers",
+            "FAIL",
+            f"{v} is outside the tested range {TESTED['transformers']}: "
+            f"pip install 'transformers{TESTED['transformers']}'",
+        )
     return Check("transformers", "ok", v)
 
 
@@ -118,14 +136,22 @@ def check_model() -> Check:
     try:
         model, tokenizer = load_policy("tiny-sum3")
     except (OSError, ValueError) as err:
-        return Check("model", "FAIL", f"tiny-sum3 does not load ({_one_line(err)}): restore it with "
-                                      "`git checkout assets/tiny-sum3`, or rebuild it with `python -m grpo_lab pretrain`")
+        return Check(
+            "model",
+            "FAIL",
+            f"tiny-sum3 does not load ({_one_line(err)}): restore it with "
+            "`git checkout assets/tiny-sum3`, or rebuild it with `python -m grpo_lab pretrain`",
+        )
     result = evaluate(model, tokenizer, get_task("sum3"), n_prompts=N_PROMPTS, greedy=True)
     right = round(result["accuracy"] * result["n_prompts"])
-    msg = f"tiny-sum3 ({count_parameters(model) / 1e6:.1f}M parameters) loads; {right} of {result['n_prompts']} held-out sums right (greedy)"
+    size = f"{count_parameters(model) / 1e6:.1f}M parameters"
+    msg = f"tiny-sum3 ({size}) loads; {right} of {result['n_prompts']} held-out sums right (greedy)"
     if right == 0:
-        return Check("model", "FAIL", msg + ": the shipped model gets none right, so its files are damaged: "
-                                            "`git checkout assets/tiny-sum3`")
+        return Check(
+            "model",
+            "FAIL",
+            msg + ": the shipped model gets none right, so its files are damaged: `git checkout assets/tiny-sum3`",
+        )
     return Check("model", "ok", msg)
 
 
@@ -149,13 +175,23 @@ def check_training() -> Check:
     loss, grad = m.get("loss", float("nan")), m.get("grad_norm", float("nan"))
     shape = f"{cfg.prompts_per_step} prompts x {cfg.group_size} samples"
     if m.get("skipped"):
-        return Check("training", "warn", f"one GRPO step ({shape}) ran but skipped its update ({m['skipped']}): "
-                                         "rerun the doctor; a second skip means a damaged model")
+        return Check(
+            "training",
+            "warn",
+            f"one GRPO step ({shape}) ran but skipped its update ({m['skipped']}): "
+            "rerun the doctor; a second skip means a damaged model",
+        )
     if not (math.isfinite(loss) and math.isfinite(grad)) or not moved:
-        return Check("training", "FAIL", f"one GRPO step ({shape}) gave loss {loss}, gradient norm {grad} and "
-                                         f"{'moved' if moved else 'left'} the weights: {REINSTALL}; "
-                                         "if it persists, send this output to whoever runs the course")
-    return Check("training", "ok", f"one GRPO step ({shape}) in {seconds:.1f} s: gradient norm {grad:.3f}, weights updated")
+        return Check(
+            "training",
+            "FAIL",
+            f"one GRPO step ({shape}) gave loss {loss}, gradient norm {grad} and "
+            f"{'moved' if moved else 'left'} the weights: {REINSTALL}; "
+            "if it persists, send this output to whoever runs the course",
+        )
+    return Check(
+        "training", "ok", f"one GRPO step ({shape}) in {seconds:.1f} s: gradient norm {grad:.3f}, weights updated"
+    )
 
 
 def _extension_dir(name: str = WIDGET_EXTENSION) -> Path | None:
@@ -178,24 +214,47 @@ def check_widgets() -> Check:
         if found[dist] is None:
             return Check("widgets", "FAIL", f"{dist} is not installed: pip install '{dist}{TESTED[dist]}'")
         if not _in_range(found[dist], TESTED[dist]):
-            return Check("widgets", "FAIL", f"{dist} {found[dist]} is outside the tested range {TESTED[dist]}: "
-                                            f"pip install '{dist}{TESTED[dist]}'")
-    wanted = next((Requirement(r) for r in (metadata.requires("ipywidgets") or [])
-                   if Requirement(r).name.replace("-", "_") == "jupyterlab_widgets"), None)
+            return Check(
+                "widgets",
+                "FAIL",
+                f"{dist} {found[dist]} is outside the tested range {TESTED[dist]}: pip install '{dist}{TESTED[dist]}'",
+            )
+    wanted = next(
+        (
+            Requirement(r)
+            for r in (metadata.requires("ipywidgets") or [])
+            if Requirement(r).name.replace("-", "_") == "jupyterlab_widgets"
+        ),
+        None,
+    )
     have = found["jupyterlab_widgets"]
     if have is None or (wanted is not None and not wanted.specifier.contains(have, prereleases=True)):
         want = f"jupyterlab_widgets{wanted.specifier}" if wanted is not None else "jupyterlab_widgets"
-        return Check("widgets", "FAIL", f"ipywidgets {found['ipywidgets']} needs {want}, found {have}: sliders will "
-                                        f"not draw: pip install --force-reinstall '{want}'")
+        return Check(
+            "widgets",
+            "FAIL",
+            f"ipywidgets {found['ipywidgets']} needs {want}, found {have}: sliders will "
+            f"not draw: pip install --force-reinstall '{want}'",
+        )
     ext = _extension_dir()
     if ext is None:
-        return Check("widgets", "FAIL", f"JupyterLab has no {WIDGET_EXTENSION} extension, so widgets show as text: "
-                                        "pip install --force-reinstall jupyterlab_widgets, then restart JupyterLab")
-    msg = (f"ipywidgets {found['ipywidgets']}, jupyterlab_widgets {have} (fits), "
-           f"JupyterLab {found['jupyterlab']} with the widget extension")
+        return Check(
+            "widgets",
+            "FAIL",
+            f"JupyterLab has no {WIDGET_EXTENSION} extension, so widgets show as text: "
+            "pip install --force-reinstall jupyterlab_widgets, then restart JupyterLab",
+        )
+    msg = (
+        f"ipywidgets {found['ipywidgets']}, jupyterlab_widgets {have} (fits), "
+        f"JupyterLab {found['jupyterlab']} with the widget extension"
+    )
     if not ext.resolve().is_relative_to(Path(sys.prefix).resolve()):
-        return Check("widgets", "warn", msg + f", but JupyterLab loads its copy from {ext}, outside this environment: "
-                                              f"remove that folder if widgets do not draw")
+        return Check(
+            "widgets",
+            "warn",
+            msg + f", but JupyterLab loads its copy from {ext}, outside this environment: "
+            f"remove that folder if widgets do not draw",
+        )
     return Check("widgets", "ok", msg)
 
 
@@ -208,9 +267,13 @@ def check_jupyter_on_path(which=None) -> Check:
     here = Path(sysconfig.get_path("scripts")).resolve()
     start = f"{Path(sys.executable).name} -m jupyterlab" if found is None else "jupyter lab"
     if found is not None and Path(found).resolve().parent != here and Path(found).parent.resolve() != here:
-        return Check("jupyter", "warn", f"`jupyter lab` on PATH is {found}, another Python's, whose kernel may not "
-                                        f"see this environment's packages: start the course with `make lab` or "
-                                        f"`{sys.executable} -m jupyterlab notebooks/`")
+        return Check(
+            "jupyter",
+            "warn",
+            f"`jupyter lab` on PATH is {found}, another Python's, whose kernel may not "
+            f"see this environment's packages: start the course with `make lab` or "
+            f"`{sys.executable} -m jupyterlab notebooks/`",
+        )
     return Check("jupyter", "ok", f"start the course with `make lab` or `{start} notebooks/`")
 
 
@@ -234,13 +297,20 @@ def check_matplotlib() -> Check:
     try:
         _import("matplotlib_inline")
     except ImportError:
-        return Check("matplotlib", "FAIL", "matplotlib-inline is missing, so notebooks cannot draw inline: "
-                                           "pip install matplotlib-inline ipykernel")
+        return Check(
+            "matplotlib",
+            "FAIL",
+            "matplotlib-inline is missing, so notebooks cannot draw inline: pip install matplotlib-inline ipykernel",
+        )
     env = os.environ.get("MPLBACKEND")
     msg = f"{matplotlib.__version__}, backend here {matplotlib.get_backend()}; notebooks draw inline"
     if env and "inline" not in env.lower():
-        return Check("matplotlib", "warn", f"{matplotlib.__version__}: MPLBACKEND={env} sends notebook plots "
-                                           "to that backend instead of the page: unset MPLBACKEND")
+        return Check(
+            "matplotlib",
+            "warn",
+            f"{matplotlib.__version__}: MPLBACKEND={env} sends notebook plots "
+            "to that backend instead of the page: unset MPLBACKEND",
+        )
     return Check("matplotlib", "ok", msg)
 
 
@@ -280,11 +350,17 @@ def check_memory(free: int | None = None, peak: int | None = None) -> Check:
         return Check("memory", "warn", "free memory unknown here (no psutil, no /proc/meminfo): pip install psutil")
     gib = free / 2**30
     if free < MIN_FREE_BYTES:
-        return Check("memory", "FAIL", f"{gib:.1f} GiB free{used}: close other programs (browser tabs first) "
-                                       "before starting the notebooks")
+        return Check(
+            "memory",
+            "FAIL",
+            f"{gib:.1f} GiB free{used}: close other programs (browser tabs first) before starting the notebooks",
+        )
     if free < 2 * MIN_FREE_BYTES:
-        return Check("memory", "warn", f"{gib:.1f} GiB free{used}: tight; close other programs, "
-                                       "or run the notebooks with GRPO_LAB_PROFILE=fast")
+        return Check(
+            "memory",
+            "warn",
+            f"{gib:.1f} GiB free{used}: tight; close other programs, or run the notebooks with GRPO_LAB_PROFILE=fast",
+        )
     return Check("memory", "ok", f"{gib:.1f} GiB free{used}")
 
 
@@ -293,8 +369,17 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0] if text else ''}"
 
 
-CHECKS = (check_python, check_torch, check_transformers, check_model, check_training, check_widgets,
-          check_jupyter_on_path, check_matplotlib, check_memory)
+CHECKS = (
+    check_python,
+    check_torch,
+    check_transformers,
+    check_model,
+    check_training,
+    check_widgets,
+    check_jupyter_on_path,
+    check_matplotlib,
+    check_memory,
+)
 # Checks that need torch and transformers: skipped when either fails, with a line that says so.
 NEEDS_TORCH = {"check_model", "check_training"}
 
@@ -310,8 +395,11 @@ def run(checks=CHECKS, out=print) -> int:
             try:
                 result = check()
             except Exception as err:  # a check that breaks is a failed check, not a traceback at a learner
-                result = Check(name.removeprefix("check_"), "FAIL", f"{_one_line(err)}: {REINSTALL}; if it persists, "
-                                                                     "send this output to whoever runs the course")
+                result = Check(
+                    name.removeprefix("check_"),
+                    "FAIL",
+                    f"{_one_line(err)}: {REINSTALL}; if it persists, send this output to whoever runs the course",
+                )
         out(result.line())
         if result.status == "FAIL":
             failed.append(result.name)

@@ -36,8 +36,9 @@ def _fake_import(name, module):
 
 
 def _fake_torch(version="2.13.0+cpu", cuda=None, threads=2):
-    return types.SimpleNamespace(__version__=version, version=types.SimpleNamespace(cuda=cuda, hip=None),
-                                 get_num_threads=lambda: threads)
+    return types.SimpleNamespace(
+        __version__=version, version=types.SimpleNamespace(cuda=cuda, hip=None), get_num_threads=lambda: threads
+    )
 
 
 # --- the whole run ---------------------------------------------------------------------------
@@ -49,7 +50,17 @@ def test_doctor_passes_on_this_install():
     report = "\n".join(lines)
     assert rc == 0, report
     names = [line.split()[1] for line in lines[:-1]]
-    assert names == ["python", "torch", "transformers", "model", "training", "widgets", "jupyter", "matplotlib", "memory"], report
+    assert names == [
+        "python",
+        "torch",
+        "transformers",
+        "model",
+        "training",
+        "widgets",
+        "jupyter",
+        "matplotlib",
+        "memory",
+    ], report
     assert not any(line.startswith("FAIL") for line in lines), report
     assert lines[-1] == "ready: every check passed"
 
@@ -191,9 +202,13 @@ def test_shipped_model_answers():
 def test_training_step_with_a_nan_loss_fails(monkeypatch):
     from grpo_lab.trainer import Trainer
 
-    monkeypatch.setattr(Trainer, "train_step", lambda self, batch=None: {"loss": float("nan"), "grad_norm": float("nan")})
+    monkeypatch.setattr(
+        Trainer, "train_step", lambda self, batch=None: {"loss": float("nan"), "grad_norm": float("nan")}
+    )
     c = doctor.check_training()
-    assert c.status == "FAIL" and "loss nan" in c.message and "left the weights" in c.message and "make lab" in c.message
+    assert (
+        c.status == "FAIL" and "loss nan" in c.message and "left the weights" in c.message and "make lab" in c.message
+    )
 
 
 def test_training_step_that_skips_its_update_warns(monkeypatch):

@@ -86,19 +86,40 @@ def test_gpu_detection(tmp_path):
 
 
 def test_missing_wheelhouse_is_one_clear_line(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "tools/install_torch.py"), "--wheelhouse", str(tmp_path / "nope")],
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "tools/install_torch.py"), "--wheelhouse", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "make wheelhouse" in r.stderr
 
 
 @pytest.mark.skipif(sys.platform != "linux" or it.has_nvidia_gpu(), reason="the CPU choice is for Linux without a GPU")
 def test_automatic_choice_resolves_to_a_cpu_wheel_here(tmp_path):
     """What pip would install with the printed arguments, asked of pip itself (nothing installed)."""
-    printed = subprocess.run([sys.executable, str(ROOT / "tools/install_torch.py"), "--print"],
-                             capture_output=True, text=True, check=True).stdout.split()
+    printed = subprocess.run(
+        [sys.executable, str(ROOT / "tools/install_torch.py"), "--print"], capture_output=True, text=True, check=True
+    ).stdout.split()
     report = tmp_path / "report.json"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet",
-                    "--report", str(report), *printed], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--no-deps",
+            "--quiet",
+            "--report",
+            str(report),
+            *printed,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     (torch,) = json.loads(report.read_text())["install"]
     assert torch["metadata"]["name"] == "torch"
     assert torch["metadata"]["version"] == f"{it.TORCH_VERSION}+cpu", torch["download_info"]["url"]
@@ -131,14 +152,22 @@ def _wheel(folder: Path, name: str, version: str, module_source: str) -> Path:
 def _offline_env() -> dict:
     """pip with no configuration (no find-links, no extra index) and an index that cannot answer."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_DISABLE_PIP_VERSION_CHECK="1",
-               MAKEFLAGS="")
+    env.update(
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_INDEX_URL="http://127.0.0.1:9/simple",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        MAKEFLAGS="",
+    )
     return env
 
 
 def _externally_managed(python: Path) -> bool:
-    r = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return r.returncode == 0 and (Path(r.stdout.strip()) / "EXTERNALLY-MANAGED").exists()
 
 
@@ -152,8 +181,12 @@ needs_system_python = pytest.mark.skipif(
 def test_make_install_with_the_system_python_from_a_wheelhouse(tmp_path):
     """`make install PYTHON=/usr/bin/python3 WHEELHOUSE=...`: the venv, torch, the requirements, no index."""
     # The system Python itself refuses pip (PEP 668): that is why the Makefile makes .venv.
-    refused = subprocess.run([str(SYSTEM_PYTHON), "-m", "pip", "install", "--dry-run", "--no-index", "anything"],
-                             capture_output=True, text=True, check=False)
+    refused = subprocess.run(
+        [str(SYSTEM_PYTHON), "-m", "pip", "install", "--dry-run", "--no-index", "anything"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert refused.returncode != 0 and "externally-managed-environment" in refused.stdout + refused.stderr
 
     wheels = tmp_path / "wheels"
@@ -163,25 +196,56 @@ def test_make_install_with_the_system_python_from_a_wheelhouse(tmp_path):
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("grpo_lab_probe==1.0\n")
     venv = tmp_path / "venv"
-    r = subprocess.run(["make", "-C", str(ROOT), "install", f"PYTHON={SYSTEM_PYTHON}", f"VENV={venv}",
-                        f"WHEELHOUSE={wheels}", f"REQUIREMENTS={requirements}"],
-                       capture_output=True, text=True, env=_offline_env(), timeout=600, check=False)
+    r = subprocess.run(
+        [
+            "make",
+            "-C",
+            str(ROOT),
+            "install",
+            f"PYTHON={SYSTEM_PYTHON}",
+            f"VENV={venv}",
+            f"WHEELHOUSE={wheels}",
+            f"REQUIREMENTS={requirements}",
+        ],
+        capture_output=True,
+        text=True,
+        env=_offline_env(),
+        timeout=600,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{SYSTEM_PYTHON} -m venv {venv}" in r.stdout
     cfg = (venv / "pyvenv.cfg").read_text()
     assert re.search(r"^home = /usr/bin$", cfg, re.MULTILINE), cfg
-    probe = subprocess.run([str(venv / "bin/python"), "-c",
-                            "import sys, torch, grpo_lab_probe; print(sys.prefix, torch.__version__, grpo_lab_probe.OK)"],
-                           capture_output=True, text=True, check=True)
+    probe = subprocess.run(
+        [
+            str(venv / "bin/python"),
+            "-c",
+            "import sys, torch, grpo_lab_probe; print(sys.prefix, torch.__version__, grpo_lab_probe.OK)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert probe.stdout.split() == [str(venv), "2.13.0", "True"]
 
     # The lab itself into the same environment as requirements.txt's `-e .` puts it, without its
     # dependencies (the full install is CI's `make test`); pip may fetch setuptools to build it.
-    r = subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "--no-deps", "-e", str(ROOT)],
-                       capture_output=True, text=True, timeout=600, check=False)
+    r = subprocess.run(
+        [str(venv / "bin/python"), "-m", "pip", "install", "--no-deps", "-e", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
-    where = subprocess.run([str(venv / "bin/python"), "-c", "import grpo_lab; print(grpo_lab.__file__)"],
-                           capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
+    where = subprocess.run(
+        [str(venv / "bin/python"), "-c", "import grpo_lab; print(grpo_lab.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.strip()
     assert Path(where) == ROOT / "grpo_lab" / "__init__.py"
 
 
@@ -192,8 +256,21 @@ def test_a_python_without_venv_stops_with_one_line_naming_the_package(tmp_path):
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'ensurepip'\")\n")
     venv = tmp_path / "venv"
-    r = subprocess.run(["make", "-s", "-C", str(ROOT), "venv", f"PYTHON=env PYTHONPATH={shadow.parent} {SYSTEM_PYTHON}",
-                        f"VENV={venv}"], capture_output=True, text=True, env=_offline_env(), check=False)
+    r = subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(ROOT),
+            "venv",
+            f"PYTHON=env PYTHONPATH={shadow.parent} {SYSTEM_PYTHON}",
+            f"VENV={venv}",
+        ],
+        capture_output=True,
+        text=True,
+        env=_offline_env(),
+        check=False,
+    )
     assert r.returncode != 0
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     assert len(lines) == 1 and "python3-venv" in lines[0], r.stdout
@@ -207,10 +284,18 @@ def _make_dry_run(venv: Path, *targets: str) -> list[str]:
     """What `make -n` would run where ``venv`` does not exist yet, less the checks that only guard
     (`|| { echo ...; exit 1; }`), with ``venv`` written as .venv."""
     assert not venv.exists()
-    r = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), *targets, f"VENV={venv}"],
-                       capture_output=True, text=True, check=True, env={**_offline_env(), "TORCH_INDEX": ""})
-    return [" ".join(line.split()).replace(str(venv), ".venv") for line in r.stdout.splitlines()
-            if line.strip() and "|| {" not in line and not line.startswith("touch ")]
+    r = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-C", str(ROOT), *targets, f"VENV={venv}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**_offline_env(), "TORCH_INDEX": ""},
+    )
+    return [
+        " ".join(line.split()).replace(str(venv), ".venv")
+        for line in r.stdout.splitlines()
+        if line.strip() and "|| {" not in line and not line.startswith("touch ")
+    ]
 
 
 @pytest.mark.skipif(not shutil.which("make"), reason="needs make")
@@ -250,6 +335,10 @@ def test_readme_commands_without_make_are_the_makefiles():
     assert posix == expected
     windows = _readme_commands(readme, README_WINDOWS)
     assert windows is not None, f"README.md: no '{README_WINDOWS}' block"
-    as_windows = [c.replace("python3 -m venv", "py -m venv").replace(".venv/bin/python", r".venv\Scripts\python")
-                  .replace("tools/", "tools\\") for c in expected]
+    as_windows = [
+        c.replace("python3 -m venv", "py -m venv")
+        .replace(".venv/bin/python", r".venv\Scripts\python")
+        .replace("tools/", "tools\\")
+        for c in expected
+    ]
     assert windows == as_windows
