@@ -1,0 +1,45 @@
+"""The committed runs that notebooks 02 and 03 read were made with the settings their prose states.
+
+Notebook 02 compares PPO's preset (2 epochs x 2 mini-batches) with 4 x 4 rollout by rollout; notebook 03
+compares a GRPO run without a KL term with one that pays for KL in the loss, and labels the older PPO runs
+as "one update per rollout". If a file is regenerated with other settings, these fail before the prose
+silently stops describing it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grpo_lab.course import load_history
+
+
+@pytest.mark.parametrize("name, epochs, minibatches", [("ppo_ep2mb2_seed0", 2, 2), ("ppo_ep4mb4_seed0", 4, 4)])
+def test_ppo_tradeoff_runs_have_the_stated_updates_per_rollout(name, epochs, minibatches):
+    run = load_history(name)
+    assert run["algo"] == "ppo" and run["seed"] == 0
+    assert (run["algorithm"]["epochs"], run["algorithm"]["minibatches"]) == (epochs, minibatches)
+    assert run["steps"] == 40 and run["config"]["lr"] == 1e-4
+    assert all(h["updates"] == epochs * minibatches for h in run["history"])  # none skipped
+
+
+def test_ppo_tradeoff_runs_differ_only_in_updates_per_rollout():
+    a, b = load_history("ppo_ep2mb2_seed0"), load_history("ppo_ep4mb4_seed0")
+    differ = {k for k in a["algorithm"] if a["algorithm"][k] != b["algorithm"][k]}
+    assert differ == {"epochs", "minibatches"}
+    same_config = {k for k in a["config"] if k != "algo_overrides" and a["config"][k] != b["config"][k]}
+    assert same_config == set()
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_beta_pair_is_grpo_with_only_beta_changed(beta):
+    run = load_history(f"grpo_beta{beta:g}_seed0")
+    assert run["algo"] == "grpo" and run["seed"] == 0 and run["steps"] == 30
+    alg = run["algorithm"]
+    assert alg["beta"] == beta and alg["kl_kind"] == "k3" and not alg["kl_in_reward"]
+    assert (alg["epochs"], alg["minibatches"]) == (1, 1)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_committed_ppo_runs_of_notebook_03_made_one_update_per_rollout(seed):
+    alg = load_history(f"ppo_seed{seed}")["algorithm"]
+    assert (alg["epochs"], alg["minibatches"]) == (1, 1)
