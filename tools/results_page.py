@@ -41,9 +41,9 @@ def _differs_from_preset(summary: dict) -> dict:
     return {k: v for k, v in ran.items() if k != "name" and hasattr(now, k) and getattr(now, k) != v}
 
 
-def _labelled(runs: dict[str, list[dict]]) -> dict[str, list[dict]]:
+def _labelled(*run_sets: dict[str, list[dict]]) -> dict[str, list[dict]]:
     out = {}
-    for algo, summaries in runs.items():
+    for algo, summaries in (item for runs in run_sets for item in runs.items()):
         diffs = {json.dumps(_differs_from_preset(s), sort_keys=True) for s in summaries}
         diff = json.loads(diffs.pop()) if len(diffs) == 1 else None
         if diff is None:
@@ -55,8 +55,17 @@ def _labelled(runs: dict[str, list[dict]]) -> dict[str, list[dict]]:
                 label = f"{algo} ({n} update{'s' if n > 1 else ''} per rollout)"
             else:
                 label = f"{algo} ({', '.join(f'{k}={v}' for k, v in sorted(diff.items()))})"
+        if label in out:
+            raise ValueError(f"two sets of runs would share the label {label!r}")
         out[label] = summaries
     return out
+
+
+def _sample_runs() -> dict[str, list[dict]]:
+    """The sample-budget race, and PPO again with today's preset (several updates per rollout)."""
+    return _labelled(
+        load_runs(ALGOS, SEEDS, "samples_{algo}_seed{seed}"), load_runs(["ppo"], SEEDS, "samples_ppo_ep2mb2_seed{seed}")
+    )
 
 
 def _labels_note(runs: dict[str, list[dict]]) -> str:
@@ -90,7 +99,7 @@ committed as `assets/histories/timed_{{algo}}_seed{{0,1,2}}.json`, read by noteb
 
 
 def sample_budget_section() -> str:
-    runs = _labelled(load_runs(ALGOS, SEEDS, "samples_{algo}_seed{seed}"))
+    runs = _sample_runs()
     first = next(iter(runs.values()))[0]
     shipped = json.loads((ROOT / "assets" / "histories" / "shipped_pass_at_k.json").read_text())
     k = max(int(x) for x in shipped["pass_at_k"])
@@ -107,7 +116,8 @@ pass@1 {shipped['pass_at_k']['1']:.3f} and pass@{k} {shipped['pass_at_k'][str(k)
 {_labels_note(runs)}
 Command: `python -m grpo_lab compare --max-samples 6400 --pass-k 8 --n-eval 500 --eval-every 1000 --seeds S`
 for S = 0, 1, 2 (committed as `assets/histories/samples_{{algo}}_seed{{0,1,2}}.json`, read by notebook 08,
-which tests the differences against noise).
+which tests the differences against noise); PPO with today's preset by the same command with `--algos ppo`
+(committed as `samples_ppo_ep2mb2_seed{{0,1,2}}.json`).
 """
 
 
@@ -143,7 +153,7 @@ lesson's own measurements (clip fractions, lengths, entropy) are computed and ch
 
 
 def readme_block() -> str:
-    runs = _labelled(load_runs(ALGOS, SEEDS, "samples_{algo}_seed{seed}"))
+    runs = _sample_runs()
     metrics = ("final", "gain_points", "pass@1", "pass@k")
     table = format_seed_table(seed_table(runs, metrics), metrics)
     first = next(iter(runs.values()))[0]
