@@ -177,14 +177,17 @@ GSM8K_SYSTEM = "Solve the problem. Think step by step, then give the final answe
 
 
 # A final number: sign, digits with or without thousands separators, then decimals or a fraction.
-_FINAL_NUMBER = r"(-?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(\.[0-9]+)?(?:/([0-9]+))?"
+_FINAL_NUMBER = r"([-+]?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(\.[0-9]+)?(?:/([0-9]+))?"
 _AFTER_MARKER = re.compile(r"\s*\$?\s*" + _FINAL_NUMBER)
 _ANY_NUMBER = re.compile(r"(?<![0-9.])" + _FINAL_NUMBER + r"(?![0-9])")
 
 
 def read_number(match: re.Match) -> Fraction | None:
-    """The exact value of a ``_FINAL_NUMBER`` match (None when it is too long or divides by zero)."""
+    """The exact value of a ``_FINAL_NUMBER`` match (None when it is too long, divides by zero, or runs
+    on into digits that are not ASCII)."""
     sign, whole, decimals, denominator = match.groups()
+    if match.string[match.end() : match.end() + 1].isdigit():  # "5²" or "5٣": not the number 5
+        return None
     digits = whole.replace(",", "") + (decimals or "")[1:] + (denominator or "")
     if len(digits) > MAX_ANSWER_DIGITS:
         return None
@@ -193,7 +196,7 @@ def read_number(match: re.Match) -> Fraction | None:
         if int(denominator) == 0:
             return None
         value /= int(denominator)
-    return -value if sign else value
+    return -value if sign == "-" else value
 
 
 def gsm8k_reward(completion: str, answer: int, finished: bool = True) -> float:
