@@ -302,8 +302,11 @@ RESUME_OPTIONS = {"steps", "save", "save_every", "json", "quiet", "resume"}
 def _train(args, argv: list[str]) -> int:
     from .trainer import Trainer, TrainConfig, check_checkpoint_target, check_output_file, run, save_json
 
+    from .models import pick_device
+
     if args.save_every is not None and not args.save:
         raise ValueError("--save-every needs --save DIR (where to save)")
+    pick_device(args.device)  # a device this torch cannot use: say so before loading anything
     if args.json:
         check_output_file(args.json, "--json")
     if args.save:
@@ -406,6 +409,7 @@ def _compare(args) -> int:
 
 def _paired(args) -> int:
     from .experiments import format_paired_summary, paired_updates
+    from .models import pick_device
     from .trainer import TrainConfig, check_output_file, save_json
 
     field, values = args.vary
@@ -413,6 +417,7 @@ def _paired(args) -> int:
     if args.json:
         check_output_file(args.json, "--json")
     _warn_lr(args, args.lr)
+    pick_device(args.device)
     cfg = TrainConfig(algo=args.algo, steps=args.steps, seed=args.seed, prompts_per_step=args.prompts,
                       group_size=args.group_size, max_new_tokens=args.max_new_tokens, lr=args.lr, device=args.device,
                       algo_overrides=dict(args.overrides))
