@@ -275,12 +275,11 @@ def _long_option(command: str, dest: str) -> str:
 
 def _warn_lr(args, lr: float, flag: str = "--lr") -> None:
     low, high = LR_USUAL
+    usual = "the usual range (1e-7 to 1e-2; default 1e-4)"
     if lr > high:
-        _say(args, "warning", f"{flag} {lr:g} is far above the usual range ({low:g} to {high:g}; default 1e-4): "
-                              "one step can wreck the policy")
+        _say(args, "warning", f"{flag} {lr:g} is far above {usual}: one step can wreck the policy")
     elif lr < low:
-        _say(args, "warning", f"{flag} {lr:g} is far below the usual range ({low:g} to {high:g}; default 1e-4): "
-                              "the policy will hardly move")
+        _say(args, "warning", f"{flag} {lr:g} is far below {usual}: the policy will hardly move")
 
 
 def _refuse_unused_fields(algo_name: str, overrides: dict, flag: str = "--set") -> None:

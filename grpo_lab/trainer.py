@@ -496,6 +496,10 @@ class Trainer:
         """
         path = Path(path)
         check_checkpoint_target(path, "path")
+        broken = [n for n, p in self.model.named_parameters() if not bool(torch.isfinite(p).all())]
+        if broken:  # keep the last good checkpoint rather than replace it with a wrecked policy
+            raise ValueError(f"the policy's weights hold NaN or infinity ({broken[0]}), so they were not saved over {path}: "
+                             "most often a learning rate (lr) far too large")
         path.parent.mkdir(parents=True, exist_ok=True)
         _recover_checkpoint(path)
         _remove_stale_temporaries(path)

@@ -691,3 +691,14 @@ def test_a_near_zero_temperature_is_named_before_sampling_nonsense(make_trainer)
     trainer = make_trainer("grpo", temperature=1e-40)
     with pytest.raises(ValueError, match="temperature 1e-40 is too close to 0"):
         trainer.train(1, progress=False)
+
+
+def test_a_policy_with_nan_weights_is_not_saved_over_the_last_checkpoint(make_trainer, small_task, tmp_path):
+    trainer = make_trainer("grpo")
+    trainer.train(1, progress=False)
+    trainer.save(tmp_path / "ckpt")
+    with torch.no_grad():
+        next(trainer.model.parameters()).view(-1)[0] = float("nan")
+    with pytest.raises(ValueError, match="NaN or infinity.*not saved"):
+        trainer.save(tmp_path / "ckpt")
+    assert Trainer.resume(tmp_path / "ckpt", task=small_task).step == 1
