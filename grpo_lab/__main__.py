@@ -16,9 +16,20 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
 
-from .algorithms import PRESETS
+
+def _interrupted_while_starting(signum, frame):
+    sys.stderr.write("python -m grpo_lab: interrupted while starting; nothing was written\n")
+    raise SystemExit(130)
+
+
+if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    # Ctrl-C while torch is still importing (seconds): one line, not a traceback
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+from .algorithms import PRESETS  # noqa: E402  (imports torch)
 
 # argparse reads "-1e-4" as an unknown flag ("expected one argument"); these are numbers, so that
 # "--lr -1e-4" gets the same line as any other bad number.
@@ -208,6 +219,8 @@ def _default_task(model: str, task: str | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on, main() handles Ctrl-C
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     if getattr(args, "quiet", False):

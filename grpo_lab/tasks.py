@@ -164,10 +164,14 @@ def score_completions(reward_fn, texts: list[str], answers: list[int], finished:
     for i, (t, a, f) in enumerate(zip(texts, answers, finished)):
         r = reward_fn(t, a, bool(f))
         # A reward that is not a finite number would turn into NaN advantages several steps later.
-        if isinstance(r, bool) or not isinstance(r, numbers.Real) or not math.isfinite(r):
+        try:
+            value = float(r) if r is not None and not isinstance(r, (str, bytes)) else None
+        except (TypeError, ValueError):
+            value = None
+        if value is None or not math.isfinite(value):
             name = getattr(reward_fn, "__name__", type(reward_fn).__name__)
             raise ValueError(f"reward_fn {name} must return a finite number, got {r!r} for completion {i} ({t[:40]!r})")
-        scores.append(float(r))
+        scores.append(value)
     return scores
 
 

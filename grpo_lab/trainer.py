@@ -36,7 +36,7 @@ from .algorithms import Algorithm, get_algorithm
 from .kl import kl_estimate
 from .losses import masked_mean, policy_loss, value_loss
 from .metrics import evaluate
-from .models import load_policy, set_threads
+from .models import check_model_folder, load_policy, set_threads
 from .rewards import kl_shaped_rewards, soft_overlong_penalty
 from .rollout import Rollout, encode_prompts, sample_group, token_logps
 from .tasks import Task, get_task, score_completions
@@ -566,7 +566,8 @@ class Trainer:
             raise ValueError(f"checkpoint {path}: algorithm {cfg.algo!r} now differs from the one it was saved with "
                              f"(field: (saved, now) {diff}), so it cannot continue exactly; start a new run")
         try:
-            model, tokenizer = load_policy(str(path / "policy"), cfg.device)
+            check_model_folder(path / "policy")  # a folder, never a hub name, whatever its path looks like
+            model, tokenizer = load_policy(str((path / "policy").resolve()), cfg.device)
         except ValueError as err:
             raise ValueError(f"checkpoint {path}: {err}") from None
         if policy_digest(model) != state["policy_digest"]:
@@ -695,7 +696,9 @@ def stop_on_signal():
             raise KeyboardInterrupt
         _stop_request["signal"] = signum
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # A signal the parent set to be ignored (a job started with & or nohup) stays ignored.
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)
+                if signal.getsignal(sig) is not signal.SIG_IGN}
     _stop_request["depth"] += 1
     try:
         yield

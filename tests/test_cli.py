@@ -329,3 +329,20 @@ def test_compare_prints_a_failed_runs_line_and_exits_with_its_status(tmp_path, c
     monkeypatch.setattr(experiments, "_run", failing)
     assert call(["compare", "--algos", "grpo", "--seeds", "0", "--out", str(tmp_path / "out")]) == 2
     one_error_line(capsys, "failed (exit status 2)", "does not exist")
+
+
+def test_ctrl_c_while_the_command_is_still_starting_is_one_line_and_exit_130():
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grpo_lab", "train", "--steps", "1", "--n-eval", "2", "--quiet"], cwd=REPO, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's foreground job has it
+    )  # fmt: skip
+    import time
+
+    time.sleep(0.5)  # torch is most likely still importing; if not, main() handles it: one line either way
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "interrupted" in lines[0] and "Traceback" not in err, err

@@ -3,23 +3,24 @@ completions, 8 new tokens, 3 steps, ``--save`` after every step) is killed or in
 after each fault the checkpoint left on disk must load and resume to exactly the metrics and
 weights of the same run left alone.
 
-Kill points, 36 in all (plus one uninterrupted reference run):
+Kill points, 34 in all, each followed by a resume checked against the run left alone:
 
 - SIGKILL before each file-system operation of a save that replaces a checkpoint (every fsync,
-  rename, folder swap, deletion, and the writes of the trainer state), and once after the last:
-  one kill point per operation, enumerated, so every instant of a save is covered whatever the
-  timing; 16 points with Linux's atomic folder swap;
+  rename, folder swap, deletion, and the write of the trainer state), and once after the last: 14
+  points with Linux's atomic folder swap (the tiny model's checkpoint has 6 files in 2 folders),
+  enumerated, so every instant of a save is covered whatever the timing;
 - the same where the swap is unavailable (macOS, Windows: the old checkpoint is renamed aside,
-  then the new one into place): 6 points around the two renames, including between them;
+  then the new one into place): the last 6 points, around the two renames and between them;
 - SIGKILL at 6 random instants of the run (start-up, evaluation, steps, saves);
 - SIGINT at 5 random instants: the run must stop after its current step with exit status 130, a
   checkpoint at that step and a JSON summary saying ``"stop_reason": "interrupted"``;
 - SIGINT twice in quick succession at 3 random instants: the run stops at once (status 130), even
   mid-save, and the checkpoint on disk is still whole.
 
-Each faulted run is a ``fork`` of the test process (imports and the model already warm), so a
-kill point costs a fraction of a second of training plus the resume; the whole file took about
-the time printed by pytest's ``--durations`` (see README, Tests) on the 2-core CPU.
+Random instants come from a seeded generator, spread over the time one run takes here. Each
+faulted run is a ``fork`` of the test process (imports and the model already warm), so a kill
+point costs a fraction of a second of training, the resume, and at most 3 steps; there are 4
+more runs (the reference, a timing run and the two counting runs).
 
 Also here: checkpoints damaged or mixed in each way a resume must refuse with one line.
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 
 from grpo_lab.tasks import (
     FORMATS,
@@ -364,7 +365,11 @@ def test_score_completions_refuses_a_reward_function_returning_none_naming_it():
         score_completions(forgot_to_return, ["121"], [121], [True])
     with pytest.raises(ValueError, match="got nan"):
         score_completions(lambda c, a, f: float("nan"), ["121"], [121], [True])
-    assert score_completions(lambda c, a, f: True + 0, ["1"], [1], [True]) == [1.0]
+    with pytest.raises(ValueError, match="got '1'"):
+        score_completions(lambda c, a, f: "1", ["1"], [1], [True])
+    # a bool, a 0-d tensor: numbers in all but type, accepted
+    assert score_completions(lambda c, a, f: c == str(a), ["1", "2"], [1, 1], [True, True]) == [1.0, 0.0]
+    assert score_completions(lambda c, a, f: torch.tensor(0.5), ["1"], [1], [True]) == [0.5]
 
 
 def test_gsm8k_offline_is_one_line_pointing_to_the_offline_task(monkeypatch):
