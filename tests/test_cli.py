@@ -320,7 +320,7 @@ def test_compare_forwards_a_runs_one_line_error_not_its_traceback(tmp_path):
 
 
 def test_compare_prints_a_failed_runs_line_and_exits_with_its_status(tmp_path, capsys, monkeypatch):
-    import grpo_lab.experiments as experiments
+    from grpo_lab import experiments
 
     def failing(cmd):
         raise experiments.ChildRunFailed("the run `train --algo grpo --seed 0 ...` failed (exit status 2): "

@@ -345,7 +345,7 @@ def test_weights_changed_after_saving_are_refused(two_checkpoints, tmp_path):
     def nudge(folder: Path):
         f = folder / "policy" / "model.safetensors"
         w = load_file(f)
-        name = sorted(w)[0]
+        name = min(w)
         w[name] = w[name] + 1e-3
         save_file(w, f, metadata={"format": "pt"})
 
