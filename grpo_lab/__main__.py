@@ -8,18 +8,43 @@
     python -m grpo_lab export --algo dapo --engine verl --model Qwen/Qwen2.5-1.5B-Instruct --task gsm8k --out recipes/dapo
 
 Bad arguments print one line and exit with status 2; nothing prints a traceback at a learner.
+Output paths are checked before the first step. Ctrl-C (or SIGTERM) stops ``train`` after the
+current step, saves what was asked for, and exits with status 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import signal
 import sys
 
-from .algorithms import PRESETS
+
+def _interrupted_while_starting(signum, frame):
+    sys.stderr.write("python -m grpo_lab: interrupted while starting; nothing was written\n")
+    raise SystemExit(130)
+
+
+if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    # Ctrl-C while torch is still importing (seconds): one line, not a traceback
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+from .algorithms import PRESETS  # (imports torch)
+
+# argparse reads "-1e-4" as an unknown flag ("expected one argument"); these are numbers, so that
+# "--lr -1e-4" gets the same line as any other bad number.
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|nan|infinity)$", re.IGNORECASE)
+MAX_SEED = 2**32 - 1
+LR_USUAL = (1e-7, 1e-2)
+"""Learning rates outside this range get a warning: above it one step can wreck a policy, below it nothing moves."""
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_NUMBER
+
     def error(self, message):  # one clear line, non-zero exit
         self.exit(2, f"{self.prog}: error: {message}\n")
 
@@ -41,6 +66,13 @@ def _int_at_least(minimum: int, what: str):
 
 _positive_int = _int_at_least(1, "positive")
 _non_negative_int = _int_at_least(0, "non-negative")
+
+
+def _seed(text: str) -> int:
+    v = _non_negative_int(text)
+    if v > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, {MAX_SEED}] (32 bits), got {v}")
+    return v
 
 
 def _positive_float(text: str) -> float:
@@ -87,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train a policy with one algorithm and write a JSON summary")
     t.add_argument("--algo", choices=sorted(PRESETS), default="grpo")
     t.add_argument("--steps", type=_positive_int, default=100)
-    t.add_argument("--seed", type=_non_negative_int, default=0)
+    t.add_argument("--seed", type=_seed, default=0)
     t.add_argument("--json", metavar="FILE", help="write the summary (before/after, history) here")
     t.add_argument("--model", default="tiny-sum3", help="'tiny-sum3' (shipped), a folder, or a Hugging Face name")
     t.add_argument("--task", choices=["sum3", "words", "gsm8k"], default=None, help="default: sum3 for the tiny model, words otherwise")
@@ -103,11 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--n-eval", type=_positive_int, default=1000, help="held-out prompts for before/after accuracy")
     t.add_argument("--eval-every", type=_positive_int, default=None, help="also evaluate every N steps")
     t.add_argument("--save", metavar="DIR", help="save the trained run (policy + trainer state) here")
+    t.add_argument("--save-every", type=_positive_int, default=None, metavar="N",
+                   help="also save to --save every N steps, so a crash loses at most N steps")
     t.add_argument("--resume", metavar="DIR", help="continue a run saved with --save for --steps more steps")
     t.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     t.add_argument("--set", dest="overrides", type=_override, action="append", default=[], metavar="FIELD=VALUE",
                    help="change one Algorithm field, e.g. --set minibatches=4 --set clip_high=0.28")
-    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--quiet", action="store_true", help="no progress bars")
 
     e = sub.add_parser("eval", help="measure a checkpoint: greedy accuracy and pass@k")
     e.add_argument("--model", default="tiny-sum3")
@@ -116,13 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--samples", type=_positive_int, default=8, help="k of pass@k (sampled at --temperature)")
     e.add_argument("--temperature", type=_positive_float, default=1.0)
     e.add_argument("--max-new-tokens", type=_positive_int, default=32)
-    e.add_argument("--seed", type=_non_negative_int, default=0)
+    e.add_argument("--seed", type=_seed, default=0)
     e.add_argument("--device", default=None)
     e.add_argument("--json", metavar="FILE")
 
     c = sub.add_parser("compare", help="several algorithms x seeds on one task and budget: a table with spread")
     c.add_argument("--algos", nargs="+", choices=sorted(PRESETS), default=["grpo", "dr_grpo", "gspo", "dapo", "ppo", "gfpo"])
-    c.add_argument("--seeds", nargs="+", type=_non_negative_int, default=[0, 1, 2])
+    c.add_argument("--seeds", nargs="+", type=_seed, default=[0, 1, 2])
     c.add_argument("--seconds", type=_positive_float, default=None,
                    help="training seconds per run (default: each algorithm's target budget: "
                         "grpo, dr_grpo, gspo 90; dapo 135; ppo, gfpo 180)")
@@ -141,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--vary", type=_vary, required=True, metavar="FIELD=V1,V2,...",
                     help="the update field the arms differ in and its values, the first one followed, e.g. clip_high=0.2,0.28")
     pr.add_argument("--steps", type=_positive_int, default=60)
-    pr.add_argument("--seed", type=_non_negative_int, default=0)
+    pr.add_argument("--seed", type=_seed, default=0)
     pr.add_argument("--prompts", type=_positive_int, default=16, help="prompts per step")
     pr.add_argument("--group-size", type=_positive_int, default=8)
     pr.add_argument("--max-new-tokens", type=_positive_int, default=32)
@@ -156,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pt = sub.add_parser("pretrain", help="build the tiny policy in assets/ from scratch (supervised)")
     pt.add_argument("--out", default=None, help="folder (default: assets/tiny-sum3)")
-    pt.add_argument("--seed", type=_non_negative_int, default=0)
+    pt.add_argument("--seed", type=_seed, default=0)
     pt.add_argument("--max-steps", type=_positive_int, default=1500)
     pt.add_argument("--target-accuracy", type=_positive_float, default=0.35)
     pt.add_argument("--eval-from", type=_positive_int, default=150)
@@ -182,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--rollout-repeats", type=_positive_int, default=5, help="timed calls of each generator")
     bn.add_argument("--temperature", type=_positive_float, default=1.0)
     bn.add_argument("--lr", type=_positive_float, default=1e-4)
-    bn.add_argument("--seed", type=_non_negative_int, default=0)
+    bn.add_argument("--seed", type=_seed, default=0)
     bn.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when available")
     bn.add_argument("--model", default="tiny-sum3", help="'tiny-sum3' (shipped) or a folder written by pretrain")
     bn.add_argument("--only", nargs="+", default=None,
@@ -209,10 +243,17 @@ def _default_task(model: str, task: str | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on, main() handles Ctrl-C
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    if getattr(args, "quiet", False):
+        _quiet()
+    from .experiments import ChildRunFailed
+
     try:
         if args.command == "train":
-            return _train(args)
+            return _train(args, argv)
         if args.command == "eval":
             return _eval(args)
         if args.command == "compare":
@@ -227,36 +268,125 @@ def main(argv: list[str] | None = None) -> int:
             return _doctor(args)
         return _pretrain(args)
     except ValueError as err:  # the lab's own input checks: one line, not a traceback
-        print(f"python -m grpo_lab {args.command}: error: {err}", file=sys.stderr)
+        _say(args, "error", err)
         return 2
+    except ChildRunFailed as err:  # a run of `compare` failed: its own line, and its exit status where it says why
+        _say(args, "error", err)
+        return err.returncode if err.returncode in (2, 130) else 1
+    except KeyboardInterrupt:  # a second Ctrl-C, or one outside a training loop: stop at once
+        _say(args, "interrupted", "stopped at once; a checkpoint already on disk is whole, nothing else was written")
+        return 130
+    except OSError as err:  # the disk filled up or went away while writing
+        _say(args, "error", err)
+        return 1
 
 
-def _train(args) -> int:
-    from .trainer import Trainer, TrainConfig, run, save_json
+def _say(args, kind: str, message) -> None:
+    text = " ".join(str(message).split("\n"))
+    print(f"python -m grpo_lab {args.command}: {kind}: {text}", file=sys.stderr, flush=True)
 
+
+def _quiet() -> None:
+    """--quiet: no progress bars from the libraries either (model shards, dataset maps)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        import datasets
+
+        datasets.disable_progress_bars()
+    except ImportError:
+        pass
+
+
+def _typed(argv: list[str], command: str) -> set[str]:
+    """The options of ``command`` the user typed (argparse alone cannot tell a typed value from its default)."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    for action in sub._actions:
+        action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_args(argv))) - {"command"}
+
+
+def _long_option(command: str, dest: str) -> str:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    return next(a.option_strings[-1] for a in sub._actions if a.dest == dest)
+
+
+def _warn_lr(args, lr: float, flag: str = "--lr") -> None:
+    low, high = LR_USUAL
+    usual = "the usual range (1e-7 to 1e-2; default 1e-4)"
+    if lr > high:
+        _say(args, "warning", f"{flag} {lr:g} is far above {usual}: one step can wreck the policy")
+    elif lr < low:
+        _say(args, "warning", f"{flag} {lr:g} is far below {usual}: the policy will hardly move")
+
+
+def _refuse_unused_fields(algo_name: str, overrides: dict, flag: str = "--set") -> None:
+    """A ``--set`` field the algorithm does not read would change nothing: refuse it by name."""
+    from .algorithms import get_algorithm
+    from .trainer import unused_fields
+
+    algo = get_algorithm(algo_name, **overrides)
+    unused = unused_fields(algo, overrides)
+    if unused:
+        name, why = next(iter(unused.items()))
+        raise ValueError(f"{flag} {name}={json.dumps(overrides[name])} has no effect with --algo {algo_name}: {why}")
+
+
+RESUME_OPTIONS = {"steps", "save", "save_every", "json", "quiet", "resume"}
+"""What ``train --resume`` reads; every other option is the saved run's own and cannot change."""
+
+
+def _train(args, argv: list[str]) -> int:
+    from .trainer import Trainer, TrainConfig, check_checkpoint_target, check_output_file, run, save_json
+
+    from .models import pick_device
+
+    if args.save_every is not None and not args.save:
+        raise ValueError("--save-every needs --save DIR (where to save)")
+    pick_device(args.device)  # a device this torch cannot use: say so before loading anything
+    if args.json:
+        check_output_file(args.json, "--json")
+    if args.save:
+        check_checkpoint_target(args.save, "--save")
     if args.resume:
+        ignored = sorted(_typed(argv, "train") - RESUME_OPTIONS)
+        if ignored:
+            names = ", ".join(_long_option("train", d) for d in ignored)
+            raise ValueError(f"{names} cannot be used with --resume: a resumed run continues with the settings it was "
+                             "saved with; only --steps, --save, --save-every, --json and --quiet apply (start a new run to change them)")
         trainer = Trainer.resume(args.resume)
-        trainer.train(args.steps, progress=not args.quiet, checkpoint_dir=args.save)
-        if args.save:
-            trainer.save(args.save)
+        trainer.train(args.steps, progress=not args.quiet, checkpoint_dir=args.save, save_every=args.save_every)
         summary = {"algo": trainer.cfg.algo, "steps": trainer.step, "seed": trainer.cfg.seed, "history": trainer.history,
                    "stop_reason": trainer.stop_reason}
     else:
+        _warn_lr(args, args.lr)
         cfg = TrainConfig(
             algo=args.algo, model=args.model, task=_default_task(args.model, args.task), steps=args.steps, seed=args.seed,
             prompts_per_step=args.prompts, group_size=args.group_size, max_new_tokens=args.max_new_tokens,
             temperature=args.temperature, lr=args.lr, kl_stop=args.kl_stop, max_seconds=args.seconds, device=args.device,
             max_samples=args.max_samples, algo_overrides=dict(args.overrides),
         )
-        summary = run(cfg, n_eval=args.n_eval, progress=not args.quiet, eval_every=args.eval_every, save_dir=args.save)
-        b, a = summary["before"], summary["after"]
-        print(
-            f"{cfg.algo}: greedy accuracy {b['accuracy']:.3f} -> {a['accuracy']:.3f} on {a['n']} held-out prompts, "
-            f"mean length {b['mean_length']:.1f} -> {a['mean_length']:.1f}, {summary['train_seconds']:.0f} s of training"
-            + (f"; stopped: {summary['stop_reason']}" if summary["stop_reason"] else "")
-        )
+        _refuse_unused_fields(cfg.algo, cfg.algo_overrides)
+        summary = run(cfg, n_eval=args.n_eval, progress=not args.quiet, eval_every=args.eval_every, save_dir=args.save,
+                      save_every=args.save_every)
+        if summary["stop_reason"] != "interrupted":
+            b, a = summary["before"], summary["after"]
+            print(
+                f"{cfg.algo}: greedy accuracy {b['accuracy']:.3f} -> {a['accuracy']:.3f} on {a['n']} held-out prompts, "
+                f"mean length {b['mean_length']:.1f} -> {a['mean_length']:.1f}, {summary['train_seconds']:.0f} s of training"
+                + (f"; stopped: {summary['stop_reason']}" if summary["stop_reason"] else "")
+            )
     if args.json:
         save_json(summary, args.json)
+    if summary["stop_reason"] == "interrupted":
+        kept = [f"checkpoint saved to {args.save}"] if args.save else []
+        kept += [f"summary written to {args.json}"] if args.json else []
+        _say(args, "interrupted", f"{summary['algo']} stopped after step {summary['steps']}"
+             + ("; " + ", ".join(kept) if kept else "; nothing was saved (no --save or --json)"))
+        return 130
     return 0
 
 
@@ -264,8 +394,10 @@ def _eval(args) -> int:
     from .metrics import evaluate
     from .models import load_policy, set_threads
     from .tasks import get_task
-    from .trainer import save_json
+    from .trainer import check_output_file, save_json
 
+    if args.json:
+        check_output_file(args.json, "--json")
     set_threads()
     model, tokenizer = load_policy(args.model, args.device)
     task = get_task(_default_task(args.model, args.task), n_test=args.n)
@@ -291,9 +423,18 @@ def _eval(args) -> int:
 
 
 def _compare(args) -> int:
+    from .algorithms import get_algorithm
     from .experiments import TIME_BUDGETS, compare
-    from .trainer import save_json
+    from .trainer import check_output_folder, save_json, unused_fields
 
+    overrides = dict(args.overrides)
+    for a in args.algos:  # each run would refuse a bad --set: say so once, before the first run
+        unused = unused_fields(get_algorithm(a, **overrides), overrides)
+        if unused:
+            name, why = next(iter(unused.items()))
+            raise ValueError(f"--set {name}={json.dumps(overrides[name])} has no effect on {a} ({why}); "
+                             f"compare without it, or without {a}")
+    check_output_folder(args.out, "--out")
     if args.max_samples is not None:  # a sample budget: no time budget unless one is asked for
         budgets = {a: args.seconds for a in args.algos} if args.seconds else None
     else:
@@ -308,13 +449,21 @@ def _compare(args) -> int:
 
 def _paired(args) -> int:
     from .experiments import format_paired_summary, paired_updates
-    from .trainer import TrainConfig, save_json
+    from .models import pick_device
+    from .trainer import TrainConfig, check_output_file, save_json
 
     field, values = args.vary
     arms = {f"{field}={json.dumps(v)}": {field: v} for v in values}
+    if args.json:
+        check_output_file(args.json, "--json")
+    _warn_lr(args, args.lr)
+    pick_device(args.device)
     cfg = TrainConfig(algo=args.algo, steps=args.steps, seed=args.seed, prompts_per_step=args.prompts,
                       group_size=args.group_size, max_new_tokens=args.max_new_tokens, lr=args.lr, device=args.device,
                       algo_overrides=dict(args.overrides))
+    _refuse_unused_fields(args.algo, dict(args.overrides))
+    for v in values:
+        _refuse_unused_fields(args.algo, dict(args.overrides) | {field: v}, flag="--vary")
     result = paired_updates(cfg, arms, args.steps, low_p=args.low_p, progress=not args.quiet)
     print(format_paired_summary(result["summary"]))
     if args.json:
@@ -325,8 +474,10 @@ def _paired(args) -> int:
 def _pretrain(args) -> int:
     from .models import TINY_MODEL_DIR
     from .pretrain import GPU_MODEL_DIR, pretrain
+    from .trainer import check_output_folder
 
     out = args.out or (GPU_MODEL_DIR if args.size == "gpu" else TINY_MODEL_DIR)
+    check_output_folder(out, "--out")
     s = pretrain(out_dir=out, seed=args.seed, max_steps=args.max_steps, target_accuracy=args.target_accuracy,
                  eval_from=args.eval_from, eval_every=args.eval_every, n_eval=args.n_eval, progress=not args.quiet,
                  size=args.size, hidden=args.hidden, layers=args.layers, heads=args.heads, ffn=args.ffn,
@@ -338,8 +489,11 @@ def _pretrain(args) -> int:
 
 def _bench(args) -> int:
     from .bench import PARTS, BenchConfig, format_table, run_bench
-    from .trainer import TrainConfig, save_json
+    from .trainer import TrainConfig, check_output_file, save_json
 
+    if args.json:
+        check_output_file(args.json, "--json")
+    _warn_lr(args, args.lr)
     train = TrainConfig(algo="grpo", model=args.model, seed=args.seed, prompts_per_step=args.prompts,
                         group_size=args.group_size, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                         lr=args.lr, track_kl=False, device=args.device)

@@ -95,6 +95,8 @@ class Algorithm:
             raise ValueError(f"minibatches and epochs must be >= 1, got {self.minibatches} and {self.epochs}")
         if self.beta < 0:
             raise ValueError(f"beta must be >= 0, got {self.beta}")
+        if not self.critic_lr > 0:
+            raise ValueError(f"critic_lr must be > 0, got {self.critic_lr}")
         if self.advantage == "gfpo" and self.gfpo_group_size is None:
             raise ValueError("gfpo_group_size must be set when advantage='gfpo' (how many to sample per prompt)")
 

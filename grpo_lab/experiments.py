@@ -89,10 +89,21 @@ def run_one(algo: str, seed: int, seconds: float | None, steps: int, eval_every:
     return summary
 
 
+class ChildRunFailed(RuntimeError):
+    """A run's process exited non-zero; the message is its own last line (its one-line error, or the
+    last line of a traceback), and ``returncode`` its exit status (2: bad input, 130: interrupted)."""
+
+    def __init__(self, message: str, returncode: int):
+        super().__init__(message)
+        self.returncode = returncode
+
+
 def _run(cmd: list[str]) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        last = lines[-1] if lines else f"no message (exit status {proc.returncode})"
+        raise ChildRunFailed(f"the run `{' '.join(cmd[3:8])} ...` failed (exit status {proc.returncode}): {last}", proc.returncode)
 
 
 def compare(

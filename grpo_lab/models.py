@@ -63,10 +63,26 @@ def tiny_llama_config(
 
 
 def pick_device(device: str | None = None) -> torch.device:
-    """``device`` if given, else CUDA when there is one, else CPU."""
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """``device`` if given ('cpu', 'cuda', 'cuda:N' or 'mps'), else CUDA when there is one, else CPU.
+
+    A device this torch cannot use is refused with one line, before any model is loaded.
+    """
+    if not device:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} needs CUDA, but this torch has none (a CPU-only build or no GPU); use --device cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: there are {torch.cuda.device_count()} CUDA device(s), numbered from 0")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r} needs Apple's MPS, which this torch cannot use; use --device cpu")
+    return dev
 
 
 def resolve_model_path(name_or_path: str) -> str:
@@ -81,22 +97,80 @@ def resolve_model_path(name_or_path: str) -> str:
     return name_or_path
 
 
+def _looks_like_a_path(name: str) -> bool:
+    """A hub name is ``owner/name`` or ``name``; anything else (``./x``, ``/x``, ``a/b/c``, ``~``) is a folder."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name or Path(name).exists()
+
+
+def check_model_folder(path: str | Path) -> None:
+    """One clear line for a folder that cannot hold a model: missing, empty, a config.json that is not
+    JSON, a safetensors file shorter than its own header says (a truncated copy or download)."""
+    import json
+
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise ValueError(f"model {str(path)!r} {what}; give a folder saved with save_pretrained, or 'tiny-sum3'")
+    config = folder / "config.json"
+    if not config.is_file():
+        raise ValueError(f"model folder {folder} has no config.json: not a saved model (save one with save_pretrained)")
+    try:
+        json.loads(config.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"model folder {folder}: config.json is not valid JSON (truncated?): {err}") from None
+    for f in sorted(folder.glob("*.safetensors")):
+        problem = _safetensors_problem(f)
+        if problem:
+            raise ValueError(f"model folder {folder}: {f.name} {problem}; copy or save the model again")
+
+
+def _safetensors_problem(file: Path) -> str | None:
+    """Why ``file`` is not a whole safetensors file (its header gives the size the data must have), or None."""
+    import json
+    import struct
+
+    size = file.stat().st_size
+    with open(file, "rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            return f"is truncated ({size} bytes)"
+        n = struct.unpack("<Q", head)[0]
+        if 8 + n > size:
+            return f"is truncated: its header says {8 + n} bytes or more, the file has {size}"
+        try:
+            header = json.loads(fh.read(n))
+        except (ValueError, UnicodeDecodeError):
+            return "has a damaged header"
+    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict) and "data_offsets" in t]
+    need = 8 + n + max(ends, default=0)
+    if need > size:
+        return f"is truncated: its header says {need} bytes, the file has {size}"
+    return None
+
+
 def load_policy(name_or_path: str = DEFAULT_MODEL, device: str | None = None, dtype: torch.dtype | None = None):
     """Load ``(model, tokenizer)`` with ``from_pretrained``: the shipped tiny model, a local
     folder, or a Hugging Face model name (which needs the hub or a local cache).
 
     On CUDA the default dtype is bf16, on the CPU float32. The tokenizer pads on the left, so a
-    batch of prompts ends where generation starts.
+    batch of prompts ends where generation starts. A folder or name that cannot be loaded raises
+    ``ValueError`` with one line naming it.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = resolve_model_path(name_or_path)
     dev = pick_device(device)
+    if _looks_like_a_path(path):
+        check_model_folder(path)
+        path = str(Path(path).expanduser())
     if dtype is None:
         dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     from transformers.utils import logging as hf_logging
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except Exception as err:  # hub unreachable, unknown name, missing or damaged tokenizer files
+        raise ValueError(f"model {name_or_path!r}: could not load its tokenizer ({_first_line(err)})") from None
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -105,11 +179,18 @@ def load_policy(name_or_path: str = DEFAULT_MODEL, device: str | None = None, dt
     hf_logging.disable_progress_bar()
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(dev)
+    except Exception as err:  # damaged weights, a config no causal LM reads, out of memory on the device
+        raise ValueError(f"model {name_or_path!r}: could not load its weights ({_first_line(err)})") from None
     finally:
         if bars_were_on:
             hf_logging.enable_progress_bar()
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return f"{type(err).__name__}: {lines[0][:300]}" if lines else type(err).__name__
 
 
 def count_parameters(model) -> int:

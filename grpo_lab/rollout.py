@@ -197,6 +197,7 @@ def sample_group(
             full[rows] = logits
             logits = full
         scaled = logits.float() / temperature
+        _check_logits(logits, scaled, temperature)
         logprobs = torch.log_softmax(scaled, dim=-1)
         if greedy:
             nxt = logprobs.argmax(dim=-1)
@@ -242,6 +243,23 @@ def sample_group(
         finished=done,
         group_size=group_size,
         texts=texts,
+    )
+
+
+def _check_logits(logits: torch.Tensor, scaled: torch.Tensor, temperature: float) -> None:
+    """Refuse to sample from logits that are not finite, naming the likely cause: a model whose
+    weights went NaN or infinite (most often a learning rate far too large), or a temperature so
+    close to 0 that logits / temperature overflow."""
+    if bool(torch.isfinite(scaled).all()):
+        return
+    if not bool(torch.isfinite(logits).all()):
+        raise ValueError(
+            "the policy's logits hold NaN or infinity, so its weights are broken: most often a learning rate (lr) "
+            "far too large; start again from a healthy checkpoint with a smaller lr"
+        )
+    raise ValueError(
+        f"temperature {temperature:g} is too close to 0: logits / temperature overflow; use a temperature of at "
+        "least 1e-3, or greedy decoding"
     )
 
 

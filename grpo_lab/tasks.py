@@ -18,16 +18,21 @@ follows ``####``. Offline, ``synthetic_word_problems`` makes problems of the sam
 
 from __future__ import annotations
 
+import math
+import numbers
 import random
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from datasets import Dataset
 
 SUM3_CHARS = "0123456789+=,."
 MAX_FILLER = 8
 FORMATS = ("direct", "short", "verbose")
-_NUMBER = re.compile(r"-?\d+")
+_NUMBER = re.compile(r"-?[0-9]+")  # ASCII digits only: "²" or "١" are not digits of an answer
+MAX_ANSWER_DIGITS = 100
+"""A number written with more digits than this scores 0 without being read (no task's answer is that long)."""
 
 
 def sum3_prompt(a: int, b: int, c: int) -> str:
@@ -95,21 +100,36 @@ def sum3_sft_examples(n: int, seed: int = 0, format_weights=(0.4, 0.3, 0.3)) -> 
 
 
 def last_number(text: str) -> int | None:
-    """The last integer in ``text`` (None when there is none)."""
+    """The last integer in ``text``, ASCII digits only (None when there is none, or when it has
+    more than ``MAX_ANSWER_DIGITS`` digits)."""
     found = _NUMBER.findall(text)
-    return int(found[-1]) if found else None
+    if not found or len(found[-1].lstrip("-")) > MAX_ANSWER_DIGITS:
+        return None
+    return int(found[-1])
+
+
+def check_answer(answer) -> None:
+    """An answer must be a number (an int, or a finite float or Fraction); a string is refused, since
+    a grader comparing a number to the text "121" would score every completion 0 without a word."""
+    ok = isinstance(answer, numbers.Rational) or (isinstance(answer, float) and math.isfinite(answer))
+    if isinstance(answer, bool) or not ok:
+        raise ValueError(f"answer must be a number (int), got {type(answer).__name__} {answer!r}")
 
 
 def sum3_reward(completion: str, answer: int, finished: bool = True) -> float:
     """1.0 when the completion finished (ended with EOS) and its last number is the answer, else 0.0.
 
     ``completion`` is the decoded text without special tokens. Malformed text (no number, stray
-    symbols after the answer, truncated) scores 0: the answer must be the final thing written.
+    symbols after the answer, truncated, digits other than ASCII 0-9, a number of more than
+    ``MAX_ANSWER_DIGITS`` digits) scores 0: the answer must be the final thing written.
     """
+    check_answer(answer)
+    if not isinstance(completion, str):
+        raise ValueError(f"completion must be a str, got {type(completion).__name__}")
     if not finished:
         return 0.0
     text = completion.strip()
-    if not text or not text[-1].isdigit():
+    if not text or text[-1] not in "0123456789":
         return 0.0
     return 1.0 if last_number(text) == answer else 0.0
 
@@ -139,11 +159,20 @@ def sum3_format(completion: str) -> str:
 def score_completions(reward_fn, texts: list[str], answers: list[int], finished: list[bool]) -> list[float]:
     """``reward_fn`` on each decoded completion, with its answer and whether it ended with EOS."""
     if not len(texts) == len(answers) == len(finished):
-        raise ValueError(
-            "texts, answers and finished must have one entry per completion, "
-            f"got {len(texts)}, {len(answers)} and {len(finished)}"
-        )
-    return [float(reward_fn(t, a, bool(f))) for t, a, f in zip(texts, answers, finished)]
+        raise ValueError(f"texts, answers and finished must have one entry per completion, got {len(texts)}, {len(answers)} and {len(finished)}")
+    scores = []
+    for i, (t, a, f) in enumerate(zip(texts, answers, finished)):
+        r = reward_fn(t, a, bool(f))
+        # A reward that is not a finite number would turn into NaN advantages several steps later.
+        try:
+            value = float(r) if r is not None and not isinstance(r, (str, bytes)) else None
+        except (TypeError, ValueError):
+            value = None
+        if value is None or not math.isfinite(value):
+            name = getattr(reward_fn, "__name__", type(reward_fn).__name__)
+            raise ValueError(f"reward_fn {name} must return a finite number, got {r!r} for completion {i} ({t[:40]!r})")
+        scores.append(value)
+    return scores
 
 
 # --- GSM8K-style word problems (real models) ------------------------------------------------
@@ -151,17 +180,50 @@ def score_completions(reward_fn, texts: list[str], answers: list[int], finished:
 GSM8K_SYSTEM = "Solve the problem. Think step by step, then give the final answer after '####'."
 
 
+# A final number: sign, digits with or without thousands separators, then decimals or a fraction.
+_FINAL_NUMBER = r"([-+]?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(\.[0-9]+)?(?:/([0-9]+))?"
+_AFTER_MARKER = re.compile(r"\s*\$?\s*" + _FINAL_NUMBER)
+_ANY_NUMBER = re.compile(r"(?<![0-9.])" + _FINAL_NUMBER + r"(?![0-9])")
+
+
+def read_number(match: re.Match) -> Fraction | None:
+    """The exact value of a ``_FINAL_NUMBER`` match (None when it is too long, divides by zero, or runs
+    on into digits that are not ASCII)."""
+    sign, whole, decimals, denominator = match.groups()
+    if match.string[match.end() : match.end() + 1].isdigit():  # "5²" or "5٣": not the number 5
+        return None
+    digits = whole.replace(",", "") + (decimals or "")[1:] + (denominator or "")
+    if len(digits) > MAX_ANSWER_DIGITS:
+        return None
+    value = Fraction(whole.replace(",", "") + (decimals or ""))
+    if denominator is not None:
+        if int(denominator) == 0:
+            return None
+        value /= int(denominator)
+    return -value if sign == "-" else value
+
+
 def gsm8k_reward(completion: str, answer: int, finished: bool = True) -> float:
-    """1.0 when the number right after the last '####' (else the last number) equals the answer."""
+    """1.0 when the number right after the last '####' (else the last number) equals the answer exactly.
+
+    The whole number is read: sign, thousands separators (``1,234``), decimals (``5.5``) and
+    fractions (``5/2``), so ``#### 5.5`` is not 5. ASCII digits only; a number of more than
+    ``MAX_ANSWER_DIGITS`` digits scores 0.
+    """
+    check_answer(answer)
+    if not isinstance(completion, str):
+        raise ValueError(f"completion must be a str, got {type(completion).__name__}")
     if not finished:
         return 0.0
     if "####" in completion:
         # The answer is the number right after the marker; anything written later does not count.
-        found = re.match(r"\s*\$?\s*(-?\d[\d,]*)", completion.rsplit("####", 1)[-1])
-        got = int(found.group(1).replace(",", "")) if found else None
+        found = _AFTER_MARKER.match(completion.rsplit("####", 1)[-1])
     else:
-        got = last_number(completion.replace(",", ""))
-    return 1.0 if got == answer else 0.0
+        found = None
+        for found in _ANY_NUMBER.finditer(completion):
+            pass
+    got = read_number(found) if found else None
+    return 1.0 if got is not None and got == Fraction(answer) else 0.0
 
 
 def synthetic_word_problems(n: int = 256, seed: int = 0) -> Dataset:
@@ -186,10 +248,15 @@ def gsm8k_dataset(split: str = "train", n: int | None = None) -> Dataset:
     """GSM8K from the Hugging Face hub (needs internet), as columns ``prompt`` and ``answer``."""
     from datasets import load_dataset
 
-    ds = load_dataset("openai/gsm8k", "main", split=split)
-    ds = ds.map(
-        lambda r: {"prompt": r["question"], "answer": int(r["answer"].rsplit("####", 1)[-1].strip().replace(",", ""))}
-    )
+    try:
+        ds = load_dataset("openai/gsm8k", "main", split=split)
+    except Exception as err:  # offline, no cache, hub down: each raises its own type
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise ValueError(
+            f"task 'gsm8k' needs the Hugging Face hub (dataset openai/gsm8k) or its local cache, and could not "
+            f"load it ({type(err).__name__}: {first}); use task 'words' (made offline) instead"
+        ) from None
+    ds = ds.map(lambda r: {"prompt": r["question"], "answer": int(r["answer"].rsplit("####", 1)[-1].strip().replace(",", ""))})
     ds = ds.select_columns(["prompt", "answer"])
     return ds if n is None else ds.select(range(min(n, len(ds))))
 

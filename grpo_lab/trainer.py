@@ -10,12 +10,22 @@ The algorithm is data (``algorithms.Algorithm``); this file is the only place th
 from __future__ import annotations
 
 import copy
+import ctypes
+import errno
+import hashlib
 import json
 import math
+import os
 import random
 import resource
+import secrets
+import shutil
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -36,10 +46,14 @@ from .algorithms import Algorithm, get_algorithm
 from .kl import kl_estimate
 from .losses import POLICY_LOSS_STATS, masked_mean, policy_loss, value_loss
 from .metrics import evaluate
-from .models import load_policy, set_threads
+from .models import check_model_folder, load_policy, set_threads
 from .rewards import kl_shaped_rewards, soft_overlong_penalty
 from .rollout import Rollout, encode_prompts, sample_group, token_logps
 from .tasks import Task, get_task, score_completions
+
+
+MAX_SEED = 2**32 - 1
+"""Seeds are 32-bit, as NumPy's are: larger ones overflow the per-step generators derived from them."""
 
 
 @dataclass
@@ -78,10 +92,22 @@ class TrainConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "steps" else 1):
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed must be an int in [0, {MAX_SEED}], got {self.seed!r}")
+        for name in ("temperature", "lr", "weight_decay", "grad_clip", "kl_stop", "max_seconds"):
+            v = getattr(self, name)  # a string or None here would fail later with a TypeError deep in torch
+            if not (v is None and name in ("kl_stop", "max_seconds")) and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise ValueError(f"{name} must be a number, got {type(v).__name__} {v!r}")
+        if not (self.temperature > 0 and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be a finite number > 0, got {self.temperature}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
+        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
+        if not self.grad_clip > 0:
+            raise ValueError(f"grad_clip must be > 0, got {self.grad_clip}")
+        if not isinstance(self.algo_overrides, dict):
+            raise ValueError(f"algo_overrides must be a dict of Algorithm fields, got {type(self.algo_overrides).__name__}")
         if self.max_seconds is not None and not self.max_seconds > 0:
             raise ValueError(f"max_seconds must be > 0 or None, got {self.max_seconds}")
         if self.max_samples is not None and (isinstance(self.max_samples, bool) or not isinstance(self.max_samples, int) or self.max_samples < 1):
@@ -568,69 +594,142 @@ class Trainer:
 
     # --- the loop --------------------------------------------------------------------------
 
-    def train(self, steps: int | None = None, progress: bool = True, callback=None, checkpoint_dir: str | Path | None = None) -> list[dict]:
+    def train(self, steps: int | None = None, progress: bool = True, callback=None, checkpoint_dir: str | Path | None = None,
+              save_every: int | None = None) -> list[dict]:
         """Run ``steps`` more steps (default: the config's). ``callback(metrics)`` after each step
-        (a live plot, say). Stops early when ``kl_stop`` is exceeded, saving to ``checkpoint_dir``."""
+        (a live plot, say). Stops early when a budget or ``kl_stop`` is reached, and on Ctrl-C
+        (SIGINT) or SIGTERM after the current step (``stop_reason`` "interrupted"; a second signal
+        stops at once). With ``checkpoint_dir`` the run is saved there when it stops, and every
+        ``save_every`` steps when given, so a crash loses at most that many steps."""
         steps = self.cfg.steps if steps is None else steps
+        if save_every is not None and (isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1):
+            raise ValueError(f"save_every must be a positive int or None, got {save_every!r}")
+        if save_every is not None and checkpoint_dir is None:
+            raise ValueError("save_every needs checkpoint_dir (where to save), got checkpoint_dir=None")
+        self.stop_reason = None
         t_start = time.perf_counter()
         wall0 = self.history[-1]["wall_seconds"] if self.history else 0.0
-        bar = tqdm(range(steps), desc=self.algo.name, disable=not progress, leave=True)
-        for _ in bar:
-            m = self.train_step()
-            self.step += 1
-            m["wall_seconds"] = wall0 + time.perf_counter() - t_start
-            self.history.append(m)
-            bar.set_postfix(acc=f"{m['accuracy']:.2f}", len=f"{m['length_mean']:.1f}", kl=f"{m.get('kl', float('nan')):.3f}")
-            if callback is not None:
-                callback(m)
-            if self.cfg.max_seconds is not None and m["wall_seconds"] >= self.cfg.max_seconds:
-                self.stop_reason = f"time budget of {self.cfg.max_seconds:g} s reached at step {self.step}"
-                break
-            if self.cfg.max_samples is not None and self.samples_generated >= self.cfg.max_samples:
-                self.stop_reason = f"sample budget of {self.cfg.max_samples} completions reached at step {self.step}"
-                break
-            if self.cfg.kl_stop is not None and m.get("kl", 0.0) > self.cfg.kl_stop:
-                self.stop_reason = f"kl {m['kl']:.4f} > kl_stop {self.cfg.kl_stop} at step {self.step}"
-                if checkpoint_dir is not None:
+        with stop_on_signal():
+            bar = tqdm(range(steps), desc=self.algo.name, disable=not progress, leave=True)
+            for i in bar:
+                if _take_stop_request():  # a signal that came before this step (e.g. during an evaluation)
+                    self.stop_reason = "interrupted"
+                    break
+                m = self.train_step()
+                self.step += 1
+                m["wall_seconds"] = wall0 + time.perf_counter() - t_start
+                self.history.append(m)
+                bar.set_postfix(acc=f"{m['accuracy']:.2f}", len=f"{m['length_mean']:.1f}", kl=f"{m.get('kl', float('nan')):.3f}")
+                if callback is not None:
+                    callback(m)
+                if _take_stop_request():
+                    self.stop_reason = "interrupted"
+                elif self.cfg.max_seconds is not None and m["wall_seconds"] >= self.cfg.max_seconds:
+                    self.stop_reason = f"time budget of {self.cfg.max_seconds:g} s reached at step {self.step}"
+                elif self.cfg.max_samples is not None and self.samples_generated >= self.cfg.max_samples:
+                    self.stop_reason = f"sample budget of {self.cfg.max_samples} completions reached at step {self.step}"
+                elif self.cfg.kl_stop is not None and m.get("kl", 0.0) > self.cfg.kl_stop:
+                    self.stop_reason = f"kl {m['kl']:.4f} > kl_stop {self.cfg.kl_stop} at step {self.step}"
+                if self.stop_reason is not None:
+                    break
+                if save_every is not None and self.step % save_every == 0 and i < steps - 1:
                     self.save(checkpoint_dir)
-                break
+            bar.close()
+            if checkpoint_dir is not None:
+                self.save(checkpoint_dir)
         return self.history
 
     # --- save and resume -------------------------------------------------------------------
 
     def save(self, path: str | Path) -> Path:
-        """Everything needed to continue exactly: weights, optimiser, critic, RNG states, history."""
+        """Everything needed to continue exactly: weights, optimiser, critic, RNG states, history.
+
+        Atomic: written into a temporary folder beside ``path``, flushed to disk, then renamed over
+        it, so at every instant ``path`` holds either the previous checkpoint or this one, whole,
+        whenever the process is killed. The trainer state records the step, the algorithm and a
+        digest of the policy weights, which ``resume`` checks.
+        """
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(path / "policy")
-        self.tokenizer.save_pretrained(path / "policy")
-        state = {
-            "config": asdict(self.cfg),
-            "step": self.step,
-            "history": self.history,
-            "skipped_steps": self.skipped_steps,
-            "samples_generated": self.samples_generated,
-            "seen_difficulty": self.seen_difficulty,
-            "opt": self.opt.state_dict(),
-            "prompt_rng": self.prompt_rng.getstate(),
-            "sample_gen": self.sample_gen.get_state(),
-            "ref": self.ref.state_dict() if self.ref is not None else None,
-            "critic": self.critic.state_dict() if self.critic is not None else None,
-            "critic_opt": self.critic_opt.state_dict() if self.critic_opt is not None else None,
-            "stop_reason": self.stop_reason,
-        }
-        torch.save(state, path / "trainer_state.pt")
+        check_checkpoint_target(path, "path")
+        broken = [n for n, p in self.model.named_parameters() if not bool(torch.isfinite(p).all())]
+        if broken:  # keep the last good checkpoint rather than replace it with a wrecked policy
+            raise ValueError(f"the policy's weights hold NaN or infinity ({broken[0]}), so they were not saved over {path}: "
+                             "most often a learning rate (lr) far too large")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _recover_checkpoint(path)
+        _remove_stale_temporaries(path)
+        tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        tmp.mkdir()
+        try:
+            self.model.save_pretrained(tmp / "policy")
+            self.tokenizer.save_pretrained(tmp / "policy")
+            state = {
+                "format": CHECKPOINT_FORMAT,
+                "config": asdict(self.cfg),
+                "algorithm": asdict(self.algo),
+                "policy_digest": policy_digest(self.model),
+                "step": self.step,
+                "history": self.history,
+                "skipped_steps": self.skipped_steps,
+                "samples_generated": self.samples_generated,
+                "seen_difficulty": self.seen_difficulty,
+                "opt": self.opt.state_dict(),
+                "prompt_rng": self.prompt_rng.getstate(),
+                "sample_gen": self.sample_gen.get_state(),
+                "ref": self.ref.state_dict() if self.ref is not None else None,
+                "critic": self.critic.state_dict() if self.critic is not None else None,
+                "critic_opt": self.critic_opt.state_dict() if self.critic_opt is not None else None,
+                "stop_reason": self.stop_reason,
+            }
+            torch.save(state, tmp / "trainer_state.pt")
+            _fsync_tree(tmp)
+            _replace_folder(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         return path
 
     @classmethod
     def resume(cls, path: str | Path, task: Task | None = None) -> "Trainer":
-        """A trainer that continues a saved run as if it had never stopped."""
+        """A trainer that continues a saved run as if it had never stopped.
+
+        A checkpoint that is damaged, mixed from two saves (its weights do not match the digest in
+        its trainer state) or made with an algorithm that now means something else is refused with
+        a ``ValueError`` of one line.
+        """
         path = Path(path)
+        _recover_checkpoint(path)
         if not (path / "trainer_state.pt").exists():
             raise ValueError(f"path must be a folder written by Trainer.save, got {path} (no trainer_state.pt)")
-        state = torch.load(path / "trainer_state.pt", weights_only=False)
-        cfg = TrainConfig(**state["config"])
-        model, tokenizer = load_policy(str(path / "policy"), cfg.device)
+        try:
+            state = torch.load(path / "trainer_state.pt", weights_only=False)
+        except Exception as err:  # truncated, not a torch file, written by another program
+            raise ValueError(f"checkpoint {path}: trainer_state.pt cannot be read ({_first_line(err)}); it is damaged, "
+                             "resume from another checkpoint") from None
+        if not isinstance(state, dict) or "config" not in state:
+            raise ValueError(f"checkpoint {path}: trainer_state.pt is not a trainer state written by Trainer.save")
+        if state.get("format") != CHECKPOINT_FORMAT or not state.get("policy_digest"):
+            raise ValueError(f"checkpoint {path} was written by an older grpo_lab, without a digest of its policy "
+                             "weights, so it cannot be checked; start a new run")
+        try:
+            cfg = TrainConfig(**state["config"])
+        except TypeError as err:
+            raise ValueError(f"checkpoint {path}: its config does not fit this grpo_lab ({err})") from None
+        if asdict(cfg.algorithm()) != state["algorithm"]:
+            now = asdict(cfg.algorithm())
+            diff = {k: (state["algorithm"].get(k), now.get(k)) for k in now if state["algorithm"].get(k) != now.get(k)}
+            raise ValueError(f"checkpoint {path}: algorithm {cfg.algo!r} now differs from the one it was saved with "
+                             f"(field: (saved, now) {diff}), so it cannot continue exactly; start a new run")
+        try:
+            check_model_folder(path / "policy")  # a folder, never a hub name, whatever its path looks like
+            model, tokenizer = load_policy(str((path / "policy").resolve()), cfg.device)
+        except ValueError as err:
+            raise ValueError(f"checkpoint {path}: {err}") from None
+        if policy_digest(model) != state["policy_digest"]:
+            raise ValueError(
+                f"checkpoint {path}: the policy weights in policy/ do not match its trainer state (step {state['step']}, "
+                f"algo {cfg.algo}): the folder mixes files from two saves; resume from a checkpoint written whole by Trainer.save"
+            )
         t = cls(cfg, model=model, tokenizer=tokenizer, task=task)
         if state["ref"] is not None:
             t.ref.load_state_dict(state["ref"])
@@ -646,30 +745,41 @@ class Trainer:
         return t
 
 
-def run(cfg: TrainConfig, n_eval: int = 1000, progress: bool = True, eval_every: int | None = None, save_dir=None) -> dict:
+def run(cfg: TrainConfig, n_eval: int = 1000, progress: bool = True, eval_every: int | None = None, save_dir=None,
+        save_every: int | None = None) -> dict:
     """Train with ``cfg`` and return the command line's summary: before/after held-out greedy
     accuracy and mean length, wall time, peak memory and the per-step history. With ``save_dir``
-    the run is saved there at the end (or when ``kl_stop`` stops it), ready for ``Trainer.resume``."""
-    trainer = Trainer(cfg)
-    ev = dict(n_prompts=n_eval, greedy=True, max_new_tokens=cfg.max_new_tokens, system=cfg.system_prompt)
-    task_eval = trainer.task
-    before = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
-    evals = []
-    t0 = time.perf_counter()
-    if eval_every:
-        done = 0
-        while done < cfg.steps and (trainer.stop_reason is None):
-            n = min(eval_every, cfg.steps - done)
-            trainer.train(n, progress=progress, checkpoint_dir=save_dir)
-            done += n
-            e = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
-            evals.append({"step": trainer.step, "wall_seconds": trainer.history[-1]["wall_seconds"], "accuracy": e["accuracy"], "mean_length": e["length_mean"]})
-    else:
-        trainer.train(progress=progress, checkpoint_dir=save_dir)
-    wall = time.perf_counter() - t0
+    the run is saved there when it stops (at the end, on ``kl_stop``, on Ctrl-C) and every
+    ``save_every`` steps, ready for ``Trainer.resume``; the folder is checked before the first step.
+
+    Ctrl-C (SIGINT) or SIGTERM stops the run after the current step: ``stop_reason`` is
+    "interrupted" and ``after`` is None (no final evaluation)."""
     if save_dir is not None:
-        trainer.save(save_dir)
-    after = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
+        check_checkpoint_target(save_dir, "save_dir")
+    with stop_on_signal():
+        trainer = Trainer(cfg)
+        ev = dict(n_prompts=n_eval, greedy=True, max_new_tokens=cfg.max_new_tokens, system=cfg.system_prompt)
+        task_eval = trainer.task
+        before = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
+        evals = []
+        t0 = time.perf_counter()
+        if eval_every:
+            done = 0
+            while done < cfg.steps and (trainer.stop_reason is None):
+                n = min(eval_every, cfg.steps - done)
+                trainer.train(n, progress=progress, checkpoint_dir=save_dir, save_every=save_every)
+                done += n
+                if trainer.stop_reason == "interrupted":
+                    break
+                e = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
+                evals.append({"step": trainer.step, "wall_seconds": trainer.history[-1]["wall_seconds"], "accuracy": e["accuracy"], "mean_length": e["length_mean"]})
+        else:
+            trainer.train(progress=progress, checkpoint_dir=save_dir, save_every=save_every)
+        wall = time.perf_counter() - t0
+        after = None
+        if trainer.stop_reason != "interrupted":
+            a = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
+            after = {"accuracy": a["accuracy"], "mean_length": a["length_mean"], "n": a["n_prompts"]}
     return {
         "algo": cfg.algo,
         "steps": trainer.step,
@@ -677,7 +787,7 @@ def run(cfg: TrainConfig, n_eval: int = 1000, progress: bool = True, eval_every:
         "wall_seconds": round(wall, 2),
         "train_seconds": round(trainer.history[-1]["wall_seconds"], 2) if trainer.history else 0.0,
         "before": {"accuracy": before["accuracy"], "mean_length": before["length_mean"], "n": before["n_prompts"]},
-        "after": {"accuracy": after["accuracy"], "mean_length": after["length_mean"], "n": after["n_prompts"]},
+        "after": after,
         "evals": evals,
         "peak_memory_mb": round(peak_memory_mb(trainer.device), 1),
         "skipped_updates": trainer.skipped_steps,
@@ -702,5 +812,246 @@ def _plain(obj):
 
 
 def save_json(obj, path: str | Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(_plain(obj), indent=1, allow_nan=False) + "\n")
+    """Write ``obj`` as strict JSON, atomically: a kill mid-write leaves the previous file whole."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(_plain(obj), indent=1, allow_nan=False) + "\n"
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+# --- clean stops, whole checkpoints, output paths checked up front ------------------------------
+
+CHECKPOINT_FORMAT = 2
+"""Version of ``trainer_state.pt``: 2 added the algorithm and the policy digest (checked on resume)."""
+
+_stop_request: dict = {"signal": None, "depth": 0}  # signals reach the process, not one trainer
+
+
+@contextmanager
+def stop_on_signal():
+    """While inside: the first SIGINT (Ctrl-C) or SIGTERM asks the run to stop after its current
+    step (``_take_stop_request``); a second one raises ``KeyboardInterrupt`` at once. Nests; a no-op
+    outside the main thread, where Python cannot install signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if _stop_request["signal"] is not None:
+            raise KeyboardInterrupt
+        _stop_request["signal"] = signum
+
+    # A signal the parent set to be ignored (a job started with & or nohup) stays ignored.
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)
+                if signal.getsignal(sig) is not signal.SIG_IGN}
+    _stop_request["depth"] += 1
+    try:
+        yield
+    finally:
+        _stop_request["depth"] -= 1
+        if _stop_request["depth"] == 0:
+            _stop_request["signal"] = None  # nobody is left to act on it
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+
+
+def _take_stop_request() -> bool:
+    """True (once) when a stop signal has arrived since the last call."""
+    if _stop_request["signal"] is None:
+        return False
+    _stop_request["signal"] = None
+    return True
+
+
+def policy_digest(model) -> str:
+    """SHA-256 of the model's weights (names, dtypes, shapes and bytes): what ``resume`` checks the
+    policy folder against."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        t = t.detach().to("cpu").contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
+def check_checkpoint_target(path: str | Path, what: str = "--save") -> None:
+    """Refuse, before any training, a checkpoint folder that cannot be written or must not be
+    replaced: a file, a folder holding something else than a checkpoint, a place we cannot write."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{what} {path} is a file; give a folder for the checkpoint")
+    if path.is_dir() and any(path.iterdir()) and not (path / "trainer_state.pt").exists():
+        raise ValueError(f"{what} {path} is a folder with other files in it (no trainer_state.pt), which saving "
+                         "would replace; give a new or empty folder")
+    _check_writable_folder(path.parent, what, path)
+
+
+def check_output_file(path: str | Path, what: str = "--json") -> None:
+    """Refuse, before any work, an output file that cannot be written (a folder, under a file, read-only)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{what} {path} is a folder; give a file name")
+    _check_writable_folder(path.parent, what, path)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"{what} {path} exists and cannot be written (permission denied)")
+
+
+def check_output_folder(path: str | Path, what: str = "--out") -> None:
+    """Create the output folder ``path`` and test-write a file in it, before any work."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{what} {path} is a file; give a folder")
+    _check_writable_folder(path, what, path)
+
+
+def _check_writable_folder(folder: Path, what: str, target: Path) -> None:
+    for above in (folder, *folder.parents):
+        if above.exists():
+            if not above.is_dir():
+                raise ValueError(f"{what} {target} cannot be written: {above} is a file, not a folder")
+            break
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}-{secrets.token_hex(4)}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ValueError(f"{what} {target} cannot be written: {reason} (in {folder})") from None
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # Windows cannot open a folder; its renames are flushed by the file system
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Flush every file under ``folder``, then the folders themselves, to the disk."""
+    for root, dirs, files in os.walk(folder):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as fh:
+                os.fsync(fh.fileno())
+    for root, dirs, files in os.walk(folder, topdown=False):
+        _fsync_dir(Path(root))
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # a C library without renameat2 (glibc < 2.28, musl)
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # a file system that cannot exchange
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _replace_folder(new: Path, path: Path) -> None:
+    """Put the folder ``new`` at ``path``, replacing what is there, so that ``path`` is never half written.
+
+    An absent or empty ``path`` is replaced by one rename. An existing checkpoint is swapped with
+    ``new`` in one step where the system can (Linux), then deleted. Elsewhere it is first renamed
+    aside to ``.NAME.old-*``; a kill between the two renames leaves it there, whole, and the next
+    ``save`` or ``resume`` puts it back (``_recover_checkpoint``).
+    """
+    try:
+        os.rename(new, path)
+    except OSError as err:
+        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.EACCES, errno.EPERM):
+            raise
+        if _exchange(new, path):
+            _fsync_dir(path.parent)
+            shutil.rmtree(new)  # the previous checkpoint, now at the temporary name
+            return
+        old = path.parent / f".{path.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+        os.rename(path, old)
+        os.rename(new, path)
+        _fsync_dir(path.parent)
+        shutil.rmtree(old)
+    _fsync_dir(path.parent)
+
+
+def _recover_checkpoint(path: Path) -> None:
+    """Where a save was killed between its two renames (systems without an atomic swap), the previous
+    checkpoint waits beside ``path`` as ``.NAME.old-*``: put it back."""
+    if path.exists() or not path.parent.is_dir():
+        return
+    olds = sorted(path.parent.glob(f".{path.name}.old-*"), key=lambda p: p.stat().st_mtime)
+    if olds and (olds[-1] / "trainer_state.pt").exists():
+        os.rename(olds[-1], path)
+        _fsync_dir(path.parent)
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Delete the temporary folders of saves to ``path`` whose process is gone (killed mid-save)."""
+    for tmp in path.parent.glob(f".{path.name}.tmp-*"):
+        try:
+            pid = int(tmp.name.rsplit(".tmp-", 1)[1].split("-")[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and _alive(pid):
+            continue
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, owned by someone else
+    return True
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return f"{type(err).__name__}: {lines[0][:300]}" if lines else type(err).__name__
+
+
+# Algorithm fields the trainer reads only under a condition: a field set where its condition does not
+# hold changes nothing, and the command line refuses it rather than ignore it without a word.
+_CONDITIONAL_FIELDS = (
+    (("gamma", "lam", "vf_coef", "value_clip", "critic_lr", "critic_warmup_steps"),
+     lambda a: a.advantage == "gae", "only the critic uses it (advantage='gae', as in --algo ppo)"),
+    (("kl_in_reward",), lambda a: a.advantage == "gae", "only the critic's per-token reward uses it (advantage='gae', as in --algo ppo)"),
+    (("gfpo_group_size", "gfpo_metric", "gfpo_adaptive"), lambda a: a.advantage == "gfpo", "only GFPO uses it (advantage='gfpo', as in --algo gfpo)"),
+    (("scale",), lambda a: a.advantage == "group", "only group advantages use it (advantage='group')"),
+    (("max_gen_batches",), lambda a: a.dynamic_sampling, "only dynamic sampling uses it (dynamic_sampling=true, as in --algo dapo)"),
+    (("overlong_cache",), lambda a: a.overlong_penalty, "only the overlong penalty uses it (overlong_penalty=true, as in --algo dapo)"),
+    (("kl_kind",), lambda a: a.beta > 0 and not a.kl_in_reward, "only a KL term in the loss uses it (beta > 0 and kl_in_reward=false)"),
+)
+
+
+def unused_fields(algo: Algorithm, names) -> dict[str, str]:
+    """Of the Algorithm field ``names``, those the trainer does not read for ``algo``, each with why."""
+    out = {}
+    for fields_, used, why in _CONDITIONAL_FIELDS:
+        if not used(algo):
+            out.update({n: why for n in names if n in fields_})
+    return out

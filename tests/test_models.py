@@ -157,3 +157,91 @@ def test_encode_prompts_rejects_an_empty_list(tiny_policy):
 def test_build_char_tokenizer_rejects_repeated_characters():
     with pytest.raises(ValueError, match="chars"):
         build_char_tokenizer("0123401")
+
+
+# --------------------------------------------------------------------------------------------
+# Model folders that cannot load, and devices that cannot run: one line naming them
+# --------------------------------------------------------------------------------------------
+
+
+def _copy_of_tiny(tmp_path, edit=None) -> Path:
+    import shutil
+
+    dst = tmp_path / "model"
+    shutil.copytree(ASSET_DIR, dst)
+    if edit is not None:
+        edit(dst)
+    return dst
+
+
+def _a_file(path: Path) -> Path:
+    path.write_text("x")
+    return path
+
+
+def _truncate(name: str, keep: float):
+    def edit(folder: Path):
+        data = (folder / name).read_bytes()
+        (folder / name).write_bytes(data[: int(len(data) * keep)])
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda tmp: tmp / "missing", "does not exist"),
+        (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", "has no config.json"),
+        (lambda tmp: _a_file(tmp / "f"), "is a file, not a folder"),
+        (lambda tmp: _copy_of_tiny(tmp, _truncate("config.json", 0.5)), "config.json is not valid JSON"),
+        (lambda tmp: _copy_of_tiny(tmp, _truncate("config.json", 0.0)), "config.json is not valid JSON"),
+        (lambda tmp: _copy_of_tiny(tmp, _truncate("model.safetensors", 0.5)), "model.safetensors is truncated"),
+        (lambda tmp: _copy_of_tiny(tmp, _truncate("model.safetensors", 0.0)), "model.safetensors is truncated"),
+        (lambda tmp: _copy_of_tiny(tmp, _truncate("model.safetensors", 0.999)), "model.safetensors is truncated"),
+        (lambda tmp: _copy_of_tiny(tmp, lambda f: (f / "model.safetensors").unlink()), "could not load its weights"),
+        (lambda tmp: _copy_of_tiny(tmp, lambda f: (f / "tokenizer.json").unlink()), "could not load its tokenizer"),
+    ],
+    ids=["missing", "empty", "a-file", "config-half", "config-empty", "weights-half", "weights-empty",
+         "weights-last-byte-cut", "weights-missing", "tokenizer-missing"],
+)
+def test_a_model_folder_that_cannot_load_gives_one_line_naming_it(tmp_path, make, message):
+    path = make(tmp_path)
+    with pytest.raises(ValueError, match=message) as info:
+        load_policy(str(path), "cpu")
+    assert "\n" not in str(info.value)
+    assert path.name in str(info.value)
+
+
+def test_the_safetensors_check_passes_a_whole_file():
+    from grpo_lab.models import check_model_folder
+
+    check_model_folder(ASSET_DIR)  # no error
+
+
+@pytest.mark.parametrize("device", ["bogus", "xla", "cuda:x", "", "gpu"])
+def test_an_unknown_device_is_refused_naming_the_choices(device):
+    from grpo_lab.models import pick_device
+
+    if device == "":
+        assert pick_device(device).type in ("cpu", "cuda")  # empty means the default
+        return
+    with pytest.raises(ValueError, match="device must be 'cpu', 'cuda', 'cuda:N' or 'mps'"):
+        pick_device(device)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", "cuda:3"])
+def test_cuda_without_cuda_is_one_line_suggesting_the_cpu(device):
+    from grpo_lab.models import pick_device
+
+    with pytest.raises(ValueError, match=r"needs CUDA, but this torch has none.*--device cpu"):
+        pick_device(device)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_cuda_index_beyond_the_devices_is_refused():
+    from grpo_lab.models import pick_device
+
+    with pytest.raises(ValueError, match="CUDA device"):
+        pick_device(f"cuda:{torch.cuda.device_count()}")
+    assert pick_device("cuda:0").type == "cuda"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 
 from grpo_lab.tasks import (
     FORMATS,
@@ -296,3 +297,93 @@ def test_get_task_with_an_unknown_name_raises_listing_the_valid_names():
     message = str(err.value)
     for name in ("sum3", "words", "gsm8k", "sum4"):
         assert name in message
+
+
+# --------------------------------------------------------------------------------------------
+# Exact graders: the whole final number, ASCII digits only, types checked
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "completion, answer, expected",
+    [
+        ("#### 5.5", 5, 0.0),  # not 5: the decimals are part of the number
+        ("#### 5/2", 5, 0.0),  # not 5: a fraction
+        ("#### 5.5", 5.5, 1.0),
+        ("#### 11/2", 5.5, 1.0),  # 11/2 = 5.5 exactly
+        ("#### 10/2", 5, 1.0),
+        ("#### 5.0", 5, 1.0),
+        ("#### 5/0", 5, 0.0),  # no value
+        ("#### 1,234,567", 1234567, 1.0),
+        ("#### 1,234.50", 1234.5, 1.0),
+        ("#### $1,000", 1000, 1.0),
+        ("#### -1,234", -1234, 1.0),
+        ("#### -5", 5, 0.0),  # the sign counts
+        ("#### +5", 5, 1.0),
+        ("#### 5.", 5, 1.0),  # a full stop after the answer is not a decimal point
+        ("The answer is 2.5", 2, 0.0),  # no marker: the whole last number
+        ("The answer is 3,4,5", 5, 1.0),  # a list, not a thousands separator: 5 is the last number
+        ("#### ٥", 5, 0.0),  # Arabic-Indic five: not an ASCII digit
+        ("#### ５", 5, 0.0),  # full-width five
+        ("#### 5²", 5, 0.0),  # 5 squared is not 5
+        ("#### 5²", 25, 0.0),  # nor read as 25: ASCII digits only
+    ],
+)
+def test_gsm8k_reward_reads_the_whole_final_number_and_compares_exactly(completion, answer, expected):
+    assert gsm8k_reward(completion, answer) == expected
+
+
+def test_gsm8k_reward_gives_0_to_an_absurdly_long_number_without_an_error():
+    assert gsm8k_reward("#### " + "1" * 5000, 5) == 0.0
+    assert gsm8k_reward("so " + "9" * 5000, 5) == 0.0
+    assert gsm8k_reward("#### " + "5" + "0" * 99, 5 * 10**99) == 1.0  # 100 digits: still read
+
+
+@pytest.mark.parametrize("completion", ["121²", "12¹", "١٢١", "１２１", "1" * 5000, "07+85=92,92+29=" + "1" * 5000])
+def test_sum3_reward_reads_ascii_digits_only_and_scores_absurd_numbers_0(completion):
+    assert sum3_reward(completion, 121) == 0.0
+
+
+def test_last_number_reads_ascii_digits_only_and_refuses_absurd_lengths():
+    assert last_number("١٢١") is None
+    assert last_number("7 then 121²") == 121  # the digits before the superscript
+    assert last_number("1" * 5000) is None
+    assert last_number("1" * 100) == int("1" * 100)
+
+
+@pytest.mark.parametrize("reward", [sum3_reward, gsm8k_reward], ids=["sum3", "gsm8k"])
+@pytest.mark.parametrize("answer", ["121", None, True, float("nan"), [121]], ids=repr)
+def test_a_non_number_answer_is_a_clear_error_not_a_silent_0(reward, answer):
+    with pytest.raises(ValueError, match=r"answer must be a number \(int\), got"):
+        reward("121", answer)
+
+
+def test_score_completions_refuses_a_reward_function_returning_none_naming_it():
+    from grpo_lab.tasks import score_completions
+
+    def forgot_to_return(completion, answer, finished):
+        completion == str(answer)  # noqa: B015  (the bug: no return)
+
+    with pytest.raises(ValueError, match=r"reward_fn forgot_to_return must return a finite number, got None for completion 0"):
+        score_completions(forgot_to_return, ["121"], [121], [True])
+    with pytest.raises(ValueError, match="got nan"):
+        score_completions(lambda c, a, f: float("nan"), ["121"], [121], [True])
+    with pytest.raises(ValueError, match="got '1'"):
+        score_completions(lambda c, a, f: "1", ["1"], [1], [True])
+    # a bool, a 0-d tensor: numbers in all but type, accepted
+    assert score_completions(lambda c, a, f: c == str(a), ["1", "2"], [1, 1], [True, True]) == [1.0, 0.0]
+    assert score_completions(lambda c, a, f: torch.tensor(0.5), ["1"], [1], [True]) == [0.5]
+
+
+def test_gsm8k_offline_is_one_line_pointing_to_the_offline_task(monkeypatch):
+    import datasets
+
+    from grpo_lab.tasks import get_task
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(ValueError, match="task 'gsm8k' needs the Hugging Face hub.*use task 'words'") as info:
+        get_task("gsm8k")
+    assert "\n" not in str(info.value)

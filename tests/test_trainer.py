@@ -12,9 +12,13 @@ GFPO retained-set statistics), not pasted from the trainer's output.
 from __future__ import annotations
 
 import copy
+import json
 import math
+import os
 import re
+import signal
 import statistics
+from pathlib import Path
 
 import pytest
 import torch
@@ -564,3 +568,223 @@ def test_a_grpo_step_is_the_step_composed_by_hand_from_the_math_layer(make_train
     assert m["updates"] == 1
     assert m["loss"] == loss.item()
     assert same_weights(weights(trainer.model), weights(by_hand))
+
+
+# Robust runs: more config checks, clean stops on a signal, whole checkpoints
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"seed": -1}, "seed"),
+        ({"seed": 2**32}, "seed"),
+        ({"seed": 2**63}, "seed"),
+        ({"seed": "0"}, "seed"),
+        ({"lr": "1e-4"}, "lr"),
+        ({"temperature": float("inf")}, "temperature"),
+        ({"temperature": None}, "temperature"),
+        ({"weight_decay": -0.1}, "weight_decay"),
+        ({"grad_clip": 0.0}, "grad_clip"),
+        ({"kl_stop": "0.1"}, "kl_stop"),
+        ({"algo_overrides": [("beta", 0.1)]}, "algo_overrides"),
+        ({"algo": "ppo", "algo_overrides": {"critic_lr": -1e-4}}, "critic_lr"),
+        ({"algo": "ppo", "algo_overrides": {"critic_lr": 0.0}}, "critic_lr"),
+    ],
+)
+def test_train_config_rejects_more_bad_values_naming_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        TrainConfig(**kwargs)
+
+
+def test_train_config_accepts_the_largest_32_bit_seed():
+    assert TrainConfig(seed=2**32 - 1).seed == 2**32 - 1
+
+
+def test_unused_fields_names_what_an_algorithm_does_not_read():
+    grpo, ppo, dapo = PRESETS["grpo"], PRESETS["ppo"], PRESETS["dapo"]
+    assert set(trainer_mod.unused_fields(grpo, ["critic_lr", "gamma", "clip_high", "beta"])) == {"critic_lr", "gamma"}
+    assert trainer_mod.unused_fields(ppo, ["critic_lr", "gamma", "vf_coef"]) == {}
+    assert set(trainer_mod.unused_fields(grpo, ["max_gen_batches", "overlong_cache", "gfpo_metric", "kl_kind"])) == {
+        "max_gen_batches", "overlong_cache", "gfpo_metric", "kl_kind"}  # fmt: skip
+    assert trainer_mod.unused_fields(dapo, ["max_gen_batches", "overlong_cache"]) == {}
+    assert trainer_mod.unused_fields(grpo.with_(beta=0.04), ["kl_kind"]) == {}
+    assert "scale" in trainer_mod.unused_fields(ppo, ["scale"])
+
+
+def _interrupt_at(step: int, times: int = 1):
+    """A train callback that sends this process SIGINT ``times`` times after step ``step``."""
+
+    def callback(m):
+        if m["step"] == step:
+            for _ in range(times):
+                os.kill(os.getpid(), signal.SIGINT)
+
+    return callback
+
+
+def test_sigint_stops_training_after_the_current_step_and_saves(make_trainer, small_task, tmp_path):
+    trainer = make_trainer("grpo", seed=2, lr=1e-3)
+    handler_before = signal.getsignal(signal.SIGINT)
+    history = trainer.train(5, progress=False, callback=_interrupt_at(2), checkpoint_dir=tmp_path / "ckpt")
+    assert len(history) == 2 and trainer.step == 2
+    assert trainer.stop_reason == "interrupted"
+    assert signal.getsignal(signal.SIGINT) is handler_before  # the handler is put back
+    resumed = Trainer.resume(tmp_path / "ckpt", task=small_task)
+    assert resumed.step == 2 and resumed.stop_reason == "interrupted"
+    assert same_weights(weights(resumed.model), weights(trainer.model))
+    resumed.train(1, progress=False)  # a new train() call starts with no stop reason and is not stopped
+    assert resumed.step == 3 and resumed.stop_reason is None
+
+
+def test_sigterm_stops_training_like_sigint(make_trainer):
+    trainer = make_trainer("grpo")
+
+    def callback(m):
+        if m["step"] == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    trainer.train(3, progress=False, callback=callback)
+    assert trainer.step == 1 and trainer.stop_reason == "interrupted"
+
+
+def test_a_second_sigint_stops_at_once(make_trainer):
+    trainer = make_trainer("grpo")
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train(3, progress=False, callback=_interrupt_at(1, times=2))
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    trainer.train(1, progress=False)  # nothing left over from the interrupted call
+    assert trainer.stop_reason is None
+
+
+def test_save_every_keeps_the_checkpoint_at_most_that_many_steps_behind(make_trainer, tmp_path):
+    trainer = make_trainer("grpo")
+    seen = []
+
+    def callback(m):
+        state = tmp_path / "ckpt" / "trainer_state.pt"
+        seen.append(torch.load(state, weights_only=False)["step"] if state.exists() else None)
+
+    trainer.train(5, progress=False, callback=callback, checkpoint_dir=tmp_path / "ckpt", save_every=2)
+    # seen[i] is read after step i + 1 ran and before its own save: saves after steps 2 and 4, and at the end.
+    assert seen == [None, None, 2, 2, 4]
+    assert torch.load(tmp_path / "ckpt" / "trainer_state.pt", weights_only=False)["step"] == 5
+    with pytest.raises(ValueError, match="save_every"):
+        trainer.train(1, progress=False, save_every=1)
+    with pytest.raises(ValueError, match="save_every"):
+        trainer.train(1, progress=False, checkpoint_dir=tmp_path / "ckpt", save_every=0)
+
+
+def test_save_replaces_a_checkpoint_whole_and_leaves_no_temporary_folder(make_trainer, small_task, tmp_path):
+    trainer = make_trainer("grpo", lr=1e-3)
+    trainer.train(1, progress=False)
+    trainer.save(tmp_path / "ckpt")
+    trainer.train(1, progress=False)
+    trainer.save(tmp_path / "ckpt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["policy", "trainer_state.pt"]
+    resumed = Trainer.resume(tmp_path / "ckpt", task=small_task)
+    assert resumed.step == 2
+    state = torch.load(tmp_path / "ckpt" / "trainer_state.pt", weights_only=False)
+    assert state["algorithm"] == {**state["algorithm"], "name": "grpo"}
+    assert state["step"] == 2 and state["policy_digest"] == trainer_mod.policy_digest(trainer.model)
+
+
+def test_save_removes_the_temporary_folder_of_a_save_killed_earlier(make_trainer, tmp_path):
+    trainer = make_trainer("grpo")
+    dead = tmp_path / ".ckpt.tmp-999999999-abcd"  # no such process
+    (dead / "policy").mkdir(parents=True)
+    trainer.save(tmp_path / "ckpt")
+    assert not dead.exists()
+
+
+def test_save_refuses_to_replace_a_folder_that_is_not_a_checkpoint(make_trainer, tmp_path):
+    trainer = make_trainer("grpo")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="other files"):
+        trainer.save(tmp_path / "notes")
+    assert (tmp_path / "notes" / "mine.txt").read_text() == "keep me"
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(ValueError, match="is a file"):
+        trainer.save(tmp_path / "afile")
+    trainer.save(tmp_path / "empty")  # a new folder is fine, and so is an empty one
+    (tmp_path / "empty2").mkdir()
+    trainer.save(tmp_path / "empty2")
+
+
+def test_without_an_atomic_swap_a_kill_between_the_renames_is_recovered(make_trainer, small_task, tmp_path, monkeypatch):
+    trainer = make_trainer("grpo")
+    trainer.train(1, progress=False)
+    trainer.save(tmp_path / "ckpt")
+    monkeypatch.setattr(trainer_mod, "_exchange", lambda a, b: False)
+    real_rename = os.rename
+    calls = []
+
+    def rename(src, dst):
+        calls.append((Path(src).name, Path(dst).name))
+        if len(calls) == 3:  # 1: onto the existing folder (refused), 2: old aside, 3: new into place
+            raise KeyboardInterrupt  # the process stops here
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(trainer_mod.os, "rename", rename)
+    trainer.train(1, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.save(tmp_path / "ckpt")
+    monkeypatch.setattr(trainer_mod.os, "rename", real_rename)
+    assert not (tmp_path / "ckpt").exists()  # between the renames
+    resumed = Trainer.resume(tmp_path / "ckpt", task=small_task)  # the old one is put back
+    assert resumed.step == 1
+
+
+def test_policy_digest_changes_with_any_weight_and_survives_save_and_load(make_trainer, tmp_path):
+    from grpo_lab.models import load_policy
+
+    trainer = make_trainer("grpo")
+    d0 = trainer_mod.policy_digest(trainer.model)
+    trainer.model.save_pretrained(tmp_path / "m")
+    trainer.tokenizer.save_pretrained(tmp_path / "m")
+    assert trainer_mod.policy_digest(load_policy(str(tmp_path / "m"), "cpu")[0]) == d0
+    with torch.no_grad():
+        next(trainer.model.parameters()).view(-1)[0] += 1e-6
+    assert trainer_mod.policy_digest(trainer.model) != d0
+
+
+def test_save_json_leaves_the_previous_file_whole_when_writing_fails(tmp_path, monkeypatch):
+    path = tmp_path / "run.json"
+    trainer_mod.save_json({"a": 1}, path)
+
+    def fail(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(trainer_mod.os, "replace", fail)
+    with pytest.raises(OSError):
+        trainer_mod.save_json({"a": 2}, path)
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+def test_sampling_from_nan_weights_names_the_learning_rate(make_trainer):
+    trainer = make_trainer("grpo")
+    with torch.no_grad():
+        for p in trainer.model.parameters():
+            p.fill_(float("nan"))
+    with pytest.raises(ValueError, match=r"logits hold NaN or infinity.*learning rate \(lr\)"):
+        trainer.train(1, progress=False)
+
+
+def test_a_near_zero_temperature_is_named_before_sampling_nonsense(make_trainer):
+    trainer = make_trainer("grpo", temperature=1e-40)
+    with pytest.raises(ValueError, match="temperature 1e-40 is too close to 0"):
+        trainer.train(1, progress=False)
+
+
+def test_a_policy_with_nan_weights_is_not_saved_over_the_last_checkpoint(make_trainer, small_task, tmp_path):
+    trainer = make_trainer("grpo")
+    trainer.train(1, progress=False)
+    trainer.save(tmp_path / "ckpt")
+    with torch.no_grad():
+        next(trainer.model.parameters()).view(-1)[0] = float("nan")
+    with pytest.raises(ValueError, match="NaN or infinity.*not saved"):
+        trainer.save(tmp_path / "ckpt")
+    assert Trainer.resume(tmp_path / "ckpt", task=small_task).step == 1
