@@ -182,7 +182,8 @@ def difference(a_values, b_values) -> dict:
     """``mean(b) - mean(a)`` with the standard error of that difference, sqrt(se_a^2 + se_b^2) (Welch).
 
     ``clear`` is True when the difference is more than twice its standard error. With 2 or 3 seeds a
-    side this is a rough screen, not a significance test: the standard errors are themselves noisy.
+    side this is a rough screen, not a significance test: the standard errors are themselves noisy,
+    and it ignores how many comparisons were made. ``welch_against_baseline`` is the test.
     """
     a, b = mean_and_spread(a_values), mean_and_spread(b_values)
     if a["n"] < 2 or b["n"] < 2:
@@ -190,6 +191,108 @@ def difference(a_values, b_values) -> dict:
     diff = b["mean"] - a["mean"]
     se = math.sqrt(a["se"] ** 2 + b["se"] ** 2)
     return {"diff": diff, "se": se, "clear": abs(diff) > 2 * se}
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b), by its continued fraction (Lentz's method,
+    as in Numerical Recipes 6.4): the Student t tail below needs it, and the lab does not depend on scipy."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast only below this point: use the symmetry
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 500):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return front * f
+
+
+def student_t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` (not necessarily whole) degrees of freedom."""
+    if not df > 0:
+        raise ValueError(f"df must be > 0, got {df}")
+    if math.isinf(t):
+        return 0.0
+    return _betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def welch_test(a_values, b_values) -> dict:
+    """Welch's t-test of ``mean(b) - mean(a)`` (unequal variances; Welch 1947).
+
+    Returns ``diff``, its standard error ``se`` = sqrt(s_a^2/n_a + s_b^2/n_b), ``t`` = diff / se, the
+    Welch-Satterthwaite degrees of freedom ``df`` and the two-sided ``p``. With 3 seeds a side ``df`` is
+    between 2 and 4, so only a difference several standard errors wide reaches p < 0.05.
+    """
+    a, b = mean_and_spread(a_values), mean_and_spread(b_values)
+    if a["n"] < 2 or b["n"] < 2:
+        raise ValueError(f"a_values and b_values need >= 2 numbers each to estimate noise, got {a['n']} and {b['n']}")
+    va, vb = a["std"] ** 2 / a["n"], b["std"] ** 2 / b["n"]
+    diff = b["mean"] - a["mean"]
+    se = math.sqrt(va + vb)
+    if se == 0.0:
+        raise ValueError("a_values and b_values have no spread at all: a t-test needs some noise to compare with")
+    df = (va + vb) ** 2 / (va**2 / (a["n"] - 1) + vb**2 / (b["n"] - 1))
+    t = diff / se
+    return {"diff": diff, "se": se, "t": t, "df": df, "p": student_t_two_sided_p(t, df), "n_a": a["n"], "n_b": b["n"]}
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjustment (Holm 1979) of ``m`` p-values, in their given order.
+
+    Sorted ascending, the i-th smallest (from 0) is multiplied by ``m - i``, then made non-decreasing
+    and capped at 1. Rejecting where the adjusted p is below alpha keeps the chance of *any* false
+    "different" among the m comparisons below alpha (Bonferroni multiplies all of them by m).
+    """
+    ps = [float(p) for p in p_values]
+    if not ps or any(not 0.0 <= p <= 1.0 for p in ps):
+        raise ValueError(f"p_values must be a non-empty list of numbers in [0, 1], got {p_values!r}")
+    m = len(ps)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda i: ps[i])):
+        running = max(running, min(1.0, (m - rank) * ps[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def welch_against_baseline(results: dict[str, list[dict]], baseline: str, metric: str = "final", alpha: float = 0.05) -> list[dict]:
+    """Welch's t-test of every algorithm against ``baseline`` on one metric of ``RUN_METRICS``,
+    Holm-corrected for the number of comparisons. One dict per other algorithm: ``welch_test``'s
+    numbers plus ``p_holm`` and ``different`` (``p_holm < alpha``)."""
+    if baseline not in results:
+        raise ValueError(f"baseline must be one of {list(results)}, got {baseline!r}")
+    if metric not in RUN_METRICS:
+        raise ValueError(f"metric must be a name from {list(RUN_METRICS)}, got {metric!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    fn = RUN_METRICS[metric][2]
+    base = [fn(s) for s in results[baseline]]
+    rows = [{"algo": a, **welch_test(base, [fn(s) for s in runs])} for a, runs in results.items() if a != baseline]
+    for row, p in zip(rows, holm([r["p"] for r in rows])):
+        row["p_holm"], row["different"] = p, p < alpha
+    return rows
+
+
+def format_tests(rows: list[dict], baseline: str, fmt: str = "+.3f") -> str:
+    """A markdown table of ``welch_against_baseline`` rows."""
+    lines = [f"| algo | minus {baseline} | SE | t | df | p | p (Holm) | different at 0.05 |", "|" + "---|" * 8]
+    for r in rows:
+        lines.append(f"| {r['algo']} | {format(r['diff'], fmt)} | {r['se']:.3f} | {r['t']:+.2f} | {r['df']:.1f} | "
+                     f"{r['p']:.3f} | {r['p_holm']:.3f} | {'yes' if r['different'] else 'no'} |")
+    return "\n".join(lines)
 
 
 # What the bake-off reports for one run: (column label, format, function of the run's summary).

@@ -11,7 +11,19 @@ import math
 
 import pytest
 
-from grpo_lab.experiments import RUN_METRICS, difference, format_seed_table, mean_and_spread, run_metrics, seed_table
+from grpo_lab.experiments import (
+    RUN_METRICS,
+    difference,
+    format_seed_table,
+    format_tests,
+    holm,
+    mean_and_spread,
+    run_metrics,
+    seed_table,
+    student_t_two_sided_p,
+    welch_against_baseline,
+    welch_test,
+)
 from grpo_lab.trainer import TrainConfig, Trainer
 
 
@@ -39,6 +51,69 @@ def test_difference_is_clear_only_beyond_two_standard_errors():
     assert not close["clear"]
     with pytest.raises(ValueError, match="need >= 2 numbers each"):
         difference([0.7], [0.5, 0.6])
+
+
+# Reference values from scipy 1.17 (stats.ttest_ind(b, a, equal_var=False) and 2 * stats.t.sf), typed in:
+# an implementation independent of the lab's own continued fraction.
+def test_welch_test_matches_scipy():
+    d = welch_test([0.70, 0.75, 0.80], [0.50, 0.58, 0.61])
+    assert d["diff"] == pytest.approx(-0.56 / 3)  # means 0.75 and 1.69 / 3
+    assert d["t"] == pytest.approx(-4.2699599693129295, rel=1e-12)
+    assert d["df"] == pytest.approx(3.935612611414129, rel=1e-12)
+    assert d["p"] == pytest.approx(0.0134096291604444, rel=1e-9)
+    # unequal seeds (3 vs 4) and a very clear gap
+    d = welch_test([0.755, 0.731, 0.779], [0.369, 0.352, 0.386, 0.40])
+    assert (d["t"], d["df"]) == (pytest.approx(-21.829937700355146, rel=1e-12), pytest.approx(4.0354344626017875, rel=1e-12))
+    assert d["p"] == pytest.approx(2.426825493038784e-05, rel=1e-8)
+
+
+@pytest.mark.parametrize("t,df,p", [(2.5, 3.7, 0.07182202291182678), (0.3, 1.2, 0.8077728113170465),
+                                    (8.0, 30, 6.265822475700759e-09), (0.0, 4, 1.0)])
+def test_student_t_tail_matches_scipy(t, df, p):
+    assert student_t_two_sided_p(t, df) == pytest.approx(p, rel=1e-9)
+    assert student_t_two_sided_p(-t, df) == pytest.approx(p, rel=1e-9)
+
+
+def test_welch_test_refuses_what_it_cannot_test():
+    with pytest.raises(ValueError, match="need >= 2 numbers each"):
+        welch_test([0.7], [0.5, 0.6])
+    with pytest.raises(ValueError, match="no spread at all"):
+        welch_test([0.5, 0.5], [0.6, 0.6])
+
+
+def test_holm_by_hand():
+    # sorted: 0.01 (x4 = 0.04), 0.02 (x3 = 0.06), 0.03 (x2 = 0.06), 0.04 (x1 = 0.04 -> raised to 0.06: monotone)
+    assert holm([0.04, 0.01, 0.03, 0.02]) == pytest.approx([0.06, 0.04, 0.06, 0.06])
+    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert holm([0.03]) == [0.03]  # one comparison: nothing to correct
+    with pytest.raises(ValueError, match="p_values must be"):
+        holm([])
+    with pytest.raises(ValueError, match="p_values must be"):
+        holm([1.2])
+
+
+def test_welch_against_baseline_a_baseline_corrects_for_the_comparisons():
+    def runs(accs):
+        return [_summary(0.4, [x, x], 20.0, 0.1, 512) for x in accs]  # final accuracy = x
+
+    results = {"grpo": runs([0.70, 0.75, 0.80]), "far": runs([0.50, 0.58, 0.61]), "near": runs([0.72, 0.77, 0.83])}
+    rows = welch_against_baseline(results, "grpo")
+    assert [r["algo"] for r in rows] == ["far", "near"]
+    far, near = rows
+    assert far["p"] == pytest.approx(0.0134096291604444, rel=1e-9)  # as in test_welch_test_matches_scipy
+    assert far["p_holm"] == pytest.approx(2 * far["p"]) and far["different"]  # smallest of two p: times 2
+    assert near["p_holm"] == pytest.approx(max(near["p"], 2 * far["p"])) and not near["different"]
+    # with one comparison fewer, no correction: the same p passes a stricter alpha
+    alone = welch_against_baseline({"grpo": results["grpo"], "far": results["far"]}, "grpo", alpha=0.02)
+    assert alone[0]["p_holm"] == pytest.approx(far["p"]) and alone[0]["different"]
+    assert not welch_against_baseline(results, "grpo", alpha=0.02)[0]["different"]
+    table = format_tests(rows, "grpo").splitlines()
+    assert table[0].startswith("| algo | minus grpo | SE | t | df | p | p (Holm)")
+    assert table[2].startswith("| far | -0.187 | 0.044 | -4.27 | 3.9 | 0.013 | 0.027 |") and table[2].endswith("| yes |")
+    with pytest.raises(ValueError, match="baseline must be one of"):
+        welch_against_baseline(results, "ppo")
+    with pytest.raises(ValueError, match="metric must be a name from"):
+        welch_against_baseline(results, "grpo", metric="acc")
 
 
 def _summary(before, evals, lengths_right, kl, samples, pass_curve=None):
