@@ -30,7 +30,7 @@ if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_
     # Ctrl-C while torch is still importing (seconds): one line, not a traceback
     signal.signal(signal.SIGINT, _interrupted_while_starting)
 
-from .algorithms import PRESETS  # (imports torch)
+from .algorithms import PRESETS  # noqa: E402 (after the Ctrl-C handler: this imports torch)
 
 # argparse reads "-1e-4" as an unknown flag ("expected one argument"); these are numbers, so that
 # "--lr -1e-4" gets the same line as any other bad number.

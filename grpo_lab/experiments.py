@@ -37,9 +37,19 @@ def tail_mean(history: list[dict], key: str, n: int = 10) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def run_one(algo: str, seed: int, seconds: float | None, steps: int, eval_every: int, n_eval: int, out: Path,
-            extra: list[str] | None = None, quiet: bool = True, max_samples: int | None = None,
-            pass_k: int | None = None) -> dict:
+def run_one(
+    algo: str,
+    seed: int,
+    seconds: float | None,
+    steps: int,
+    eval_every: int,
+    n_eval: int,
+    out: Path,
+    extra: list[str] | None = None,
+    quiet: bool = True,
+    max_samples: int | None = None,
+    pass_k: int | None = None,
+) -> dict:
     """One training run in a fresh process; returns its JSON summary.
 
     ``max_samples`` stops the run once that many completions were sampled (a sample budget).
@@ -47,8 +57,24 @@ def run_one(algo: str, seed: int, seconds: float | None, steps: int, eval_every:
     T = 1, in a second process) and stores the curve in the summary under ``"pass_at_k"``.
     """
     out = Path(out)
-    cmd = [sys.executable, "-m", "grpo_lab", "train", "--algo", algo, "--seed", str(seed), "--steps", str(steps),
-           "--eval-every", str(eval_every), "--n-eval", str(n_eval), "--json", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "grpo_lab",
+        "train",
+        "--algo",
+        algo,
+        "--seed",
+        str(seed),
+        "--steps",
+        str(steps),
+        "--eval-every",
+        str(eval_every),
+        "--n-eval",
+        str(n_eval),
+        "--json",
+        str(out),
+    ]
     if seconds is not None:
         cmd += ["--seconds", str(seconds)]
     if max_samples is not None:
@@ -103,7 +129,9 @@ def _run(cmd: list[str]) -> None:
     if proc.returncode != 0:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
         last = lines[-1] if lines else f"no message (exit status {proc.returncode})"
-        raise ChildRunFailed(f"the run `{' '.join(cmd[3:8])} ...` failed (exit status {proc.returncode}): {last}", proc.returncode)
+        raise ChildRunFailed(
+            f"the run `{' '.join(cmd[3:8])} ...` failed (exit status {proc.returncode}): {last}", proc.returncode
+        )
 
 
 def compare(
@@ -208,8 +236,10 @@ def _betainc(a: float, b: float, x: float) -> float:
     d = 1.0 / (d if abs(d) > tiny else tiny)
     f = d
     for m in range(1, 500):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+        for num in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
             d = 1.0 + num * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + num / c
@@ -268,7 +298,9 @@ def holm(p_values: list[float]) -> list[float]:
     return adjusted
 
 
-def welch_against_baseline(results: dict[str, list[dict]], baseline: str, metric: str = "final", alpha: float = 0.05) -> list[dict]:
+def welch_against_baseline(
+    results: dict[str, list[dict]], baseline: str, metric: str = "final", alpha: float = 0.05
+) -> list[dict]:
     """Welch's t-test of every algorithm against ``baseline`` on one metric of ``RUN_METRICS``,
     Holm-corrected for the number of comparisons. One dict per other algorithm: ``welch_test``'s
     numbers plus ``p_holm`` and ``different`` (``p_holm < alpha``)."""
@@ -290,8 +322,10 @@ def format_tests(rows: list[dict], baseline: str, fmt: str = "+.3f") -> str:
     """A markdown table of ``welch_against_baseline`` rows."""
     lines = [f"| algo | minus {baseline} | SE | t | df | p | p (Holm) | different at 0.05 |", "|" + "---|" * 8]
     for r in rows:
-        lines.append(f"| {r['algo']} | {format(r['diff'], fmt)} | {r['se']:.3f} | {r['t']:+.2f} | {r['df']:.1f} | "
-                     f"{r['p']:.3f} | {r['p_holm']:.3f} | {'yes' if r['different'] else 'no'} |")
+        lines.append(
+            f"| {r['algo']} | {format(r['diff'], fmt)} | {r['se']:.3f} | {r['t']:+.2f} | {r['df']:.1f} | "
+            f"{r['p']:.3f} | {r['p_holm']:.3f} | {'yes' if r['different'] else 'no'} |"
+        )
     return "\n".join(lines)
 
 

@@ -77,9 +77,13 @@ def pick_device(device: str | None = None) -> torch.device:
         raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} needs CUDA, but this torch has none (a CPU-only build or no GPU); use --device cpu")
+            raise ValueError(
+                f"device {device!r} needs CUDA, but this torch has none (a CPU-only build or no GPU); use --device cpu"
+            )
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r}: there are {torch.cuda.device_count()} CUDA device(s), numbered from 0")
+            raise ValueError(
+                f"device {device!r}: there are {torch.cuda.device_count()} CUDA device(s), numbered from 0"
+            )
     if dev.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {device!r} needs Apple's MPS, which this torch cannot use; use --device cpu")
     return dev
@@ -141,7 +145,11 @@ def _safetensors_problem(file: Path) -> str | None:
             header = json.loads(fh.read(n))
         except (ValueError, UnicodeDecodeError):
             return "has a damaged header"
-    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict) and "data_offsets" in t]
+    ends = [
+        t["data_offsets"][1]
+        for k, t in header.items()
+        if k != "__metadata__" and isinstance(t, dict) and "data_offsets" in t
+    ]
     need = 8 + n + max(ends, default=0)
     if need > size:
         return f"is truncated: its header says {need} bytes, the file has {size}"

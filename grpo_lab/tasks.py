@@ -159,7 +159,10 @@ def sum3_format(completion: str) -> str:
 def score_completions(reward_fn, texts: list[str], answers: list[int], finished: list[bool]) -> list[float]:
     """``reward_fn`` on each decoded completion, with its answer and whether it ended with EOS."""
     if not len(texts) == len(answers) == len(finished):
-        raise ValueError(f"texts, answers and finished must have one entry per completion, got {len(texts)}, {len(answers)} and {len(finished)}")
+        raise ValueError(
+            "texts, answers and finished must have one entry per completion, "
+            f"got {len(texts)}, {len(answers)} and {len(finished)}"
+        )
     scores = []
     for i, (t, a, f) in enumerate(zip(texts, answers, finished)):
         r = reward_fn(t, a, bool(f))
@@ -256,7 +259,9 @@ def gsm8k_dataset(split: str = "train", n: int | None = None) -> Dataset:
             f"task 'gsm8k' needs the Hugging Face hub (dataset openai/gsm8k) or its local cache, and could not "
             f"load it ({type(err).__name__}: {first}); use task 'words' (made offline) instead"
         ) from None
-    ds = ds.map(lambda r: {"prompt": r["question"], "answer": int(r["answer"].rsplit("####", 1)[-1].strip().replace(",", ""))})
+    ds = ds.map(
+        lambda r: {"prompt": r["question"], "answer": int(r["answer"].rsplit("####", 1)[-1].strip().replace(",", ""))}
+    )
     ds = ds.select_columns(["prompt", "answer"])
     return ds if n is None else ds.select(range(min(n, len(ds))))
 

@@ -51,7 +51,6 @@ from .rewards import kl_shaped_rewards, soft_overlong_penalty
 from .rollout import Rollout, encode_prompts, sample_group, token_logps
 from .tasks import Task, get_task, score_completions
 
-
 MAX_SEED = 2**32 - 1
 """Seeds are 32-bit, as NumPy's are: larger ones overflow the per-step generators derived from them."""
 

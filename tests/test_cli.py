@@ -172,7 +172,7 @@ def no_training(monkeypatch):
         (["train", "--set", "critic_lr=-1e-4", "--algo", "ppo"], ["critic_lr must be > 0"]),
         (["train", "--set", "critic_lr=0.001"], ["--set critic_lr=0.001 has no effect with --algo grpo", "critic"]),
         (["train", "--set", "max_gen_batches=8"], ["--set max_gen_batches=8", "dynamic sampling"]),
-        (["train", "--set", "gfpo_metric=\"length\"", "--algo", "dapo"], ["gfpo_metric", "GFPO"]),
+        (["train", "--set", 'gfpo_metric="length"', "--algo", "dapo"], ["gfpo_metric", "GFPO"]),
         (["train", "--save-every", "2"], ["--save-every needs --save"]),
         (["train", "--device", "bogus"], ["device must be 'cpu', 'cuda', 'cuda:N' or 'mps'", "bogus"]),
         (["eval", "--seed", str(2**63)], ["--seed"]),
@@ -292,8 +292,10 @@ def test_ctrl_c_during_training_saves_writes_the_summary_and_exits_130(tmp_path,
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    assert lines[0] == (f"python -m grpo_lab train: interrupted: grpo stopped after step 2; "
-                        f"checkpoint saved to {ckpt}, summary written to {out}")
+    assert lines[0] == (
+        f"python -m grpo_lab train: interrupted: grpo stopped after step 2; "
+        f"checkpoint saved to {ckpt}, summary written to {out}"
+    )
     summary = json.loads(out.read_text())
     assert summary["stop_reason"] == "interrupted" and summary["steps"] == 2 and summary["after"] is None
     assert len(summary["history"]) == 2
@@ -312,7 +314,9 @@ def test_compare_forwards_a_runs_one_line_error_not_its_traceback(tmp_path):
     from grpo_lab.experiments import ChildRunFailed, _run
 
     with pytest.raises(ChildRunFailed) as info:
-        _run([sys.executable, "-m", "grpo_lab", "train", "--model", str(tmp_path / "missing"), "--steps", "1", "--quiet"])
+        _run(
+            [sys.executable, "-m", "grpo_lab", "train", "--model", str(tmp_path / "missing"), "--steps", "1", "--quiet"]
+        )
     msg = str(info.value)
     assert "\n" not in msg and "Traceback" not in msg
     assert "does not exist" in msg and "exit status 2" in msg
@@ -323,8 +327,11 @@ def test_compare_prints_a_failed_runs_line_and_exits_with_its_status(tmp_path, c
     from grpo_lab import experiments
 
     def failing(cmd):
-        raise experiments.ChildRunFailed("the run `train --algo grpo --seed 0 ...` failed (exit status 2): "
-                                         "python -m grpo_lab train: error: model 'x' does not exist", 2)
+        raise experiments.ChildRunFailed(
+            "the run `train --algo grpo --seed 0 ...` failed (exit status 2): "
+            "python -m grpo_lab train: error: model 'x' does not exist",
+            2,
+        )
 
     monkeypatch.setattr(experiments, "_run", failing)
     assert call(["compare", "--algos", "grpo", "--seeds", "0", "--out", str(tmp_path / "out")]) == 2

@@ -118,8 +118,13 @@ def reference(tmp_path_factory):
     task = get_task("sum3", seed=0)
     final = Trainer.resume(folder / "ckpt", task=task)
     assert final.step == STEPS
-    return {"history": final.history, "digest": policy_digest(final.model), "seconds": seconds, "task": task,
-            "summary": summary}
+    return {
+        "history": final.history,
+        "digest": policy_digest(final.model),
+        "seconds": seconds,
+        "task": task,
+        "summary": summary,
+    }
 
 
 def check_recovers(folder: Path, reference: dict) -> int | None:
@@ -210,7 +215,10 @@ def test_sigkill_before_every_file_operation_of_a_save_leaves_a_whole_checkpoint
     # Killed inside the 2nd save: the checkpoint is the 1st (step 1) or, once swapped in, the 2nd.
     assert set(steps_left) <= {1, 2, STEPS}, steps_left
     assert steps_left[0] == 1
-    print(f"{len(points)} SIGKILL points inside a save ({'swap' if swap else 'rename aside'}): checkpoint steps {steps_left}")
+    print(
+        f"{len(points)} SIGKILL points inside a save ({'swap' if swap else 'rename aside'}): "
+        f"checkpoint steps {steps_left}"
+    )
 
 
 def test_sigkill_at_random_instants_never_loses_the_last_checkpoint(reference, tmp_path):
@@ -320,8 +328,15 @@ def _truncate(file: str, keep: float):
         (lambda f: shutil.rmtree(f / "policy"), "does not exist"),
         (lambda f: (f / "trainer_state.pt").unlink(), "no trainer_state.pt"),
     ],
-    ids=["state-truncated", "state-empty", "weights-truncated", "config-truncated", "config-missing", "policy-missing",
-         "state-missing"],
+    ids=[
+        "state-truncated",
+        "state-empty",
+        "weights-truncated",
+        "config-truncated",
+        "config-missing",
+        "policy-missing",
+        "state-missing",
+    ],
 )
 def test_a_damaged_checkpoint_is_refused_with_one_line_naming_it(two_checkpoints, tmp_path, edit, message):
     ckpts, task = two_checkpoints
@@ -333,8 +348,11 @@ def test_a_damaged_checkpoint_is_refused_with_one_line_naming_it(two_checkpoints
 
 def test_a_grpo_policy_with_a_ppo_trainer_state_is_refused_not_resumed_as_ppo(two_checkpoints, tmp_path):
     ckpts, task = two_checkpoints
-    mixed = damaged_copy(ckpts["grpo"], tmp_path / "mixed",
-                         lambda f: shutil.copy(ckpts["ppo"] / "trainer_state.pt", f / "trainer_state.pt"))
+    mixed = damaged_copy(
+        ckpts["grpo"],
+        tmp_path / "mixed",
+        lambda f: shutil.copy(ckpts["ppo"] / "trainer_state.pt", f / "trainer_state.pt"),
+    )
     with pytest.raises(ValueError, match="do not match its trainer state"):
         Trainer.resume(mixed, task=task)
 

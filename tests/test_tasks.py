@@ -364,7 +364,9 @@ def test_score_completions_refuses_a_reward_function_returning_none_naming_it():
     def forgot_to_return(completion, answer, finished):
         completion == str(answer)  # noqa: B015  (the bug: no return)
 
-    with pytest.raises(ValueError, match=r"reward_fn forgot_to_return must return a finite number, got None for completion 0"):
+    with pytest.raises(
+        ValueError, match=r"reward_fn forgot_to_return must return a finite number, got None for completion 0"
+    ):
         score_completions(forgot_to_return, ["121"], [121], [True])
     with pytest.raises(ValueError, match="got nan"):
         score_completions(lambda c, a, f: float("nan"), ["121"], [121], [True])

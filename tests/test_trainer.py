@@ -520,8 +520,12 @@ def test_value_loss_is_absent_without_a_critic(make_trainer, algo):
 
 def test_reward_std_within_group_is_the_shaped_reward_spread_of_the_sampled_groups_for_gfpo_too(make_trainer):
     # GFPO with DAPO's overlong penalty, so that shaped rewards and correctness differ.
-    trainer = make_trainer("gfpo", group_size=2, max_new_tokens=12,
-                           algo_overrides={"gfpo_group_size": 6, "overlong_penalty": True, "overlong_cache": 8})
+    trainer = make_trainer(
+        "gfpo",
+        group_size=2,
+        max_new_tokens=12,
+        algo_overrides={"gfpo_group_size": 6, "overlong_penalty": True, "overlong_cache": 8},
+    )
     batch = trainer.collect()
     s = batch.sampled
     assert not torch.equal(s.rewards, s.correct)
@@ -555,8 +559,9 @@ def test_a_grpo_step_is_the_step_composed_by_hand_from_the_math_layer(make_train
     m = trainer.train_step(batch)
 
     by_hand.train()
-    logp, ent = token_logps(by_hand, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, 1.0,
-                            with_entropy=True)
+    logp, ent = token_logps(
+        by_hand, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, 1.0, with_entropy=True
+    )
     mask = ro.completion_mask.float()
     adv = group_advantages(batch.rewards, 4, scale="group")
     loss, _ = policy_loss(logp, logp.detach(), adv, mask, clip_low=0.2, aggregation="seq_mean_token_mean", max_len=12)
@@ -713,7 +718,9 @@ def test_save_refuses_to_replace_a_folder_that_is_not_a_checkpoint(make_trainer,
     trainer.save(tmp_path / "empty2")
 
 
-def test_without_an_atomic_swap_a_kill_between_the_renames_is_recovered(make_trainer, small_task, tmp_path, monkeypatch):
+def test_without_an_atomic_swap_a_kill_between_the_renames_is_recovered(
+    make_trainer, small_task, tmp_path, monkeypatch
+):
     trainer = make_trainer("grpo")
     trainer.train(1, progress=False)
     trainer.save(tmp_path / "ckpt")
