@@ -21,7 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from grpo_lab.algorithms import PRESETS  # noqa: E402
-from grpo_lab.experiments import format_seed_table, load_runs, seed_table  # noqa: E402
+from grpo_lab.experiments import (  # noqa: E402
+    format_seed_table,
+    format_tests,
+    load_runs,
+    seed_table,
+    welch_against_baseline,
+)
 
 ALGOS = ["grpo", "dr_grpo", "gspo", "dapo", "ppo", "gfpo"]
 SEEDS = [0, 1, 2]
@@ -104,6 +110,8 @@ def sample_budget_section() -> str:
     shipped = json.loads((ROOT / "assets" / "histories" / "shipped_pass_at_k.json").read_text())
     k = max(int(x) for x in shipped["pass_at_k"])
     table = format_seed_table(seed_table(runs, SAMPLE_METRICS), SAMPLE_METRICS)
+    race = _labelled(load_runs(ALGOS, SEEDS, "samples_{algo}_seed{seed}"))
+    tests = welch_against_baseline(race, "grpo", "final")
     return f"""## A race of equal sample budgets
 
 Every algorithm stops once it has sampled {first['config']['max_samples']:,} completions (DAPO's refills and
@@ -114,6 +122,12 @@ pass@1 {shipped['pass_at_k']['1']:.3f} and pass@{k} {shipped['pass_at_k'][str(k)
 
 {table}
 {_labels_note(runs)}
+Held-out accuracy against GRPO's, by Welch's t-test (unequal variances; its degrees of freedom `df`), with
+Holm's correction for the {len(tests)} comparisons (`experiments.welch_against_baseline`). With {len(SEEDS)} seeds a
+side only large differences can pass:
+
+{format_tests(tests, "grpo")}
+
 Command: `python -m grpo_lab compare --max-samples 6400 --pass-k 8 --n-eval 500 --eval-every 1000 --seeds S`
 for S = 0, 1, 2 (committed as `assets/histories/samples_{{algo}}_seed{{0,1,2}}.json`, read by notebook 08,
 which tests the differences against noise); PPO with today's preset by the same command with `--algos ppo`
