@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--algos", nargs="+", choices=sorted(PRESETS), default=["grpo", "dr_grpo", "gspo", "dapo", "ppo", "gfpo"])
     c.add_argument("--seeds", nargs="+", type=_seed, default=[0, 1, 2])
     c.add_argument("--seconds", type=_positive_float, default=None,
-                   help="training seconds per run (default: each algorithm's target budget: "
+                   help="training seconds per run (default: each algorithm's own budget: "
                         "grpo, dr_grpo, gspo 90; dapo 135; ppo, gfpo 180)")
     c.add_argument("--steps", type=_positive_int, default=100000, help="step cap per run")
     c.add_argument("--max-samples", type=_positive_int, default=None,

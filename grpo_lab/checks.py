@@ -1,7 +1,7 @@
 """Input checks shared by the math layer.
 
 Every public function of the lab validates what it is given and raises a ``ValueError`` that
-names the argument, what it got and what it wanted. These helpers keep those messages uniform.
+names the argument, what it got and what it wanted. These functions keep those messages uniform.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from .checks import check_positive_int
 
-# The learning targets of the lab (issue "The lab"): training seconds on a 2-core CPU.
+# Each algorithm's default budget of training seconds on a 2-core CPU for `compare` (unequal: DAPO's refills
+# and PPO's critic and GFPO's extra samples cost time, so they were given more).
 TIME_BUDGETS = {"grpo": 90, "dr_grpo": 90, "gspo": 90, "dapo": 135, "ppo": 180, "gfpo": 180}
 
 
