@@ -242,8 +242,19 @@ def _task_source(task: str, with_data: bool = True) -> tuple[str, str]:
 
     reward = t.sum3_reward if task == "sum3" else t.gsm8k_reward
     data = {"sum3": [t.sum3_prompt, t._triples], "words": [t.synthetic_word_problems], "gsm8k": []}[task]
-    funcs = [t.last_number, reward] + (data if with_data else [])
-    head = f"_NUMBER = re.compile({t._NUMBER.pattern!r})\nGSM8K_SYSTEM = {t.GSM8K_SYSTEM!r}\n\n\n"
+    graders = [t.last_number, t.check_answer] if task == "sum3" else [t.check_answer, t.read_number]
+    funcs = graders + [reward] + (data if with_data else [])
+    # What those functions read from the module: its imports and constants, written out so the recipe
+    # runs without grpo_lab installed (tests/test_export.py runs the exported script).
+    head = (
+        "import math\nimport numbers\nfrom fractions import Fraction\n\n"
+        f"MAX_ANSWER_DIGITS = {t.MAX_ANSWER_DIGITS!r}\n"
+        f"_NUMBER = re.compile({t._NUMBER.pattern!r})\n"
+        f"_FINAL_NUMBER = {t._FINAL_NUMBER!r}\n"
+        f"_AFTER_MARKER = re.compile({t._AFTER_MARKER.pattern!r})\n"
+        f"_ANY_NUMBER = re.compile({t._ANY_NUMBER.pattern!r})\n"
+        f"GSM8K_SYSTEM = {t.GSM8K_SYSTEM!r}\n\n\n"
+    )
     return head + "\n\n".join(inspect.getsource(f) for f in funcs), reward.__name__
 
 

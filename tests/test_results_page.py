@@ -25,13 +25,22 @@ def test_the_check_fails_when_a_quoted_figure_drifts(tmp_path, monkeypatch):
     results.write_text(results_page.results_page())
     monkeypatch.setattr(results_page, "README", readme)
     monkeypatch.setattr(results_page, "RESULTS", results)
+    guide = tmp_path / "guide.md"
+    guide.write_text(results_page._guide((ROOT / "docs" / "instructors_guide.md").read_text()))
+    monkeypatch.setattr(results_page, "GUIDE", guide)
     assert results_page.main(["--check"]) == 1
 
 
-def test_the_syllabus_quotes_the_measured_notebook_runtimes():
+def test_the_syllabus_and_the_guide_quote_the_measured_notebook_runtimes():
     record = json.loads((ROOT / "assets" / "notebook_runtimes.json").read_text())["seconds"]
     readme = (ROOT / "README.md").read_text()
     rows = re.findall(r"^\| (\d\d) \| \[[^\]]+\]\(notebooks/([^)]+)\.ipynb\) \|.*\| (\d+) s \|$", readme, re.M)
     assert {stem for _, stem, _ in rows} == set(record), "every notebook has a row with its runtime"
     for _, stem, seconds in rows:
         assert int(seconds) == record[stem], f"{stem}: README says {seconds} s, measured {record[stem]} s"
+    guide = (ROOT / "docs" / "instructors_guide.md").read_text()
+    rows = re.findall(r"^\| (\d\d) \| [^|\[]+ \| (\d+) s \|", guide, re.M)
+    by_number = {stem[:2]: s for stem, s in record.items()}
+    assert {n for n, _ in rows} == set(by_number)
+    for n, seconds in rows:
+        assert int(seconds) == by_number[n], f"guide, notebook {n}: says {seconds} s, measured {by_number[n]} s"

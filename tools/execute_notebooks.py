@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"numbers must name notebooks in notebooks/, got {sorted(unknown)}")
         notebooks = [p for p in notebooks if p.name[:2] in wanted]
     record = json.loads(RUNTIMES.read_text()) if RUNTIMES.exists() else {"seconds": {}}
+    record["machine"] = f"{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}"
+    record["command"] = "python tools/execute_notebooks.py"
     for nb in notebooks:
         t0 = time.perf_counter()
         cmd = [sys.executable, "-m", "nbconvert", "--to", "notebook", "--execute", "--inplace",
@@ -45,9 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - t0
         record["seconds"][nb.stem] = round(seconds)
         print(f"{nb.name}: {seconds:.0f} s")
-    record["machine"] = f"{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}"
-    record["command"] = "python tools/execute_notebooks.py"
-    RUNTIMES.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        # After each notebook, so that a failure later keeps the times already measured.
+        RUNTIMES.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return 0
 
 

@@ -1,8 +1,9 @@
-"""Write the course's measured results from the committed JSON: `docs/results.md`, and the headline
-block of `README.md` (between `<!-- results:begin -->` and `<!-- results:end -->`).
+"""Write the course's measured results from the committed JSON: `docs/results.md`, the headline
+block of `README.md` (between `<!-- results:begin -->` and `<!-- results:end -->`), and the notebook
+runtimes quoted by the README's syllabus and the instructor's guide (`assets/notebook_runtimes.json`).
 
-    python tools/results_page.py           # rewrite both
-    python tools/results_page.py --check   # exit 1 if either differs from what the JSON gives
+    python tools/results_page.py           # rewrite them
+    python tools/results_page.py --check   # exit 1 if any differs from what the JSON gives
 
 Nothing here is typed by hand: every figure is computed from `assets/histories/*.json` and
 `assets/tiny-sum3/pretrain_summary.json`, and `tests/test_results_page.py` fails when the committed
@@ -181,27 +182,63 @@ All measurements, each with its command: [docs/results.md](docs/results.md).
 {END}"""
 
 
+RUNTIMES = ROOT / "assets" / "notebook_runtimes.json"
+GUIDE = ROOT / "docs" / "instructors_guide.md"
+
+
+def _with_runtimes(text: str, row_start: str) -> str:
+    """``text`` with the runtime cell of every notebook row (``| NN | ...``) set from the measured runtimes.
+
+    ``row_start`` picks the rows: the README's syllabus links the notebook, the guide's table names it."""
+    seconds = json.loads(RUNTIMES.read_text())["seconds"]
+    by_number = {stem[:2]: s for stem, s in seconds.items()}
+    out = []
+    for line in text.splitlines(keepends=True):
+        number = line[2:4]
+        if line.startswith("| ") and number in by_number and line.startswith(row_start.format(n=number)):
+            cells = line.rstrip("\n").split(" | ")
+            for i, cell in enumerate(cells):
+                if cell.endswith(" s") and cell[:-2].isdigit():
+                    cells[i] = f"{by_number[number]} s"
+            line = " | ".join(cells) + "\n"
+        out.append(line)
+    return "".join(out)
+
+
+def _runtime_range() -> str:
+    seconds = json.loads(RUNTIMES.read_text())["seconds"].values()
+    return f"between {min(seconds)} s and {max(seconds)} s a notebook"
+
+
+def _guide(text: str) -> str:
+    import re
+
+    text = _with_runtimes(text, "| {n} | ")
+    return re.sub(r"between \d+ s and \d+ s a notebook", _runtime_range(), text)
+
+
 def _with_block(readme: str) -> str:
     if BEGIN not in readme or END not in readme:
         raise ValueError(f"README.md must contain {BEGIN} and {END}")
     head, rest = readme.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    return head + readme_block() + tail
+    return _with_runtimes(head + readme_block() + tail, "| {n} | [")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed pages differ from the JSON")
     args = parser.parse_args(argv)
-    page, readme = results_page(), _with_block(README.read_text())
+    page, readme, guide = results_page(), _with_block(README.read_text()), _guide(GUIDE.read_text())
+    pages = ((RESULTS, page), (README, readme), (GUIDE, guide))
     if args.check:
-        stale = [p.name for p, text in ((RESULTS, page), (README, readme)) if not p.exists() or p.read_text() != text]
+        stale = [p.name for p, text in pages if not p.exists() or p.read_text() != text]
         if stale:
             print(f"out of date with the committed JSON: {', '.join(stale)}; run: python tools/results_page.py")
             return 1
         return 0
-    RESULTS.write_text(page)
-    README.write_text(readme)
+    for path, text in pages:
+        path.write_text(text)
     return 0
 
 
