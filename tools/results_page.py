@@ -196,11 +196,11 @@ def _with_runtimes(text: str, row_start: str) -> str:
     for line in text.splitlines(keepends=True):
         number = line[2:4]
         if line.startswith("| ") and number in by_number and line.startswith(row_start.format(n=number)):
-            cells = line.rstrip("\n").split(" | ")
+            cells = line.rstrip("\n").removesuffix(" |").split(" | ")
             for i, cell in enumerate(cells):
                 if cell.endswith(" s") and cell[:-2].isdigit():
                     cells[i] = f"{by_number[number]} s"
-            line = " | ".join(cells) + "\n"
+            line = " | ".join(cells) + " |\n"
         out.append(line)
     return "".join(out)
 
