@@ -5,7 +5,7 @@
     python -m grpo_lab pretrain
     python -m grpo_lab bench --json runs/bench.json
     python -m grpo_lab paired --vary clip_high=0.2,0.28 --steps 60 --set minibatches=8 --set epochs=2
-    python -m grpo_lab export --algo dapo --engine verl --model Qwen/Qwen2.5-1.5B-Instruct --task gsm8k --out recipes/dapo
+    python -m grpo_lab export --algo dapo --engine verl --model Qwen/Qwen2.5-1.5B-Instruct --out recipes/dapo
 
 Bad arguments print one line and exit with status 2; nothing prints a traceback at a learner.
 Output paths are checked before the first step. Ctrl-C (or SIGTERM) stops ``train`` after the
@@ -122,25 +122,48 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=_seed, default=0)
     t.add_argument("--json", metavar="FILE", help="write the summary (before/after, history) here")
     t.add_argument("--model", default="tiny-sum3", help="'tiny-sum3' (shipped), a folder, or a Hugging Face name")
-    t.add_argument("--task", choices=["sum3", "words", "gsm8k"], default=None, help="default: sum3 for the tiny model, words otherwise")
+    t.add_argument(
+        "--task",
+        choices=["sum3", "words", "gsm8k"],
+        default=None,
+        help="default: sum3 for the tiny model, words otherwise",
+    )
     t.add_argument("--prompts", type=_positive_int, default=16, help="prompts per step")
-    t.add_argument("--group-size", type=_positive_int, default=8, help="G: completions per prompt (GFPO: kept per prompt)")
+    t.add_argument(
+        "--group-size", type=_positive_int, default=8, help="G: completions per prompt (GFPO: kept per prompt)"
+    )
     t.add_argument("--max-new-tokens", type=_positive_int, default=32)
     t.add_argument("--temperature", type=_positive_float, default=1.0)
     t.add_argument("--lr", type=_positive_float, default=1e-4)
     t.add_argument("--kl-stop", type=_positive_float, default=None, help="stop (and save) when KL exceeds this")
     t.add_argument("--seconds", type=_positive_float, default=None, help="stop after this much training time")
-    t.add_argument("--max-samples", type=_positive_int, default=None,
-                   help="stop once this many completions have been sampled (a sample budget)")
+    t.add_argument(
+        "--max-samples",
+        type=_positive_int,
+        default=None,
+        help="stop once this many completions have been sampled (a sample budget)",
+    )
     t.add_argument("--n-eval", type=_positive_int, default=1000, help="held-out prompts for before/after accuracy")
     t.add_argument("--eval-every", type=_positive_int, default=None, help="also evaluate every N steps")
     t.add_argument("--save", metavar="DIR", help="save the trained run (policy + trainer state) here")
-    t.add_argument("--save-every", type=_positive_int, default=None, metavar="N",
-                   help="also save to --save every N steps, so a crash loses at most N steps")
+    t.add_argument(
+        "--save-every",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="also save to --save every N steps, so a crash loses at most N steps",
+    )
     t.add_argument("--resume", metavar="DIR", help="continue a run saved with --save for --steps more steps")
     t.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    t.add_argument("--set", dest="overrides", type=_override, action="append", default=[], metavar="FIELD=VALUE",
-                   help="change one Algorithm field, e.g. --set minibatches=4 --set clip_high=0.28")
+    t.add_argument(
+        "--set",
+        dest="overrides",
+        type=_override,
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change one Algorithm field, e.g. --set minibatches=4 --set clip_high=0.28",
+    )
     t.add_argument("--quiet", action="store_true", help="no progress bars")
 
     e = sub.add_parser("eval", help="measure a checkpoint: greedy accuracy and pass@k")
@@ -155,35 +178,67 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", metavar="FILE")
 
     c = sub.add_parser("compare", help="several algorithms x seeds on one task and budget: a table with spread")
-    c.add_argument("--algos", nargs="+", choices=sorted(PRESETS), default=["grpo", "dr_grpo", "gspo", "dapo", "ppo", "gfpo"])
+    c.add_argument(
+        "--algos", nargs="+", choices=sorted(PRESETS), default=["grpo", "dr_grpo", "gspo", "dapo", "ppo", "gfpo"]
+    )
     c.add_argument("--seeds", nargs="+", type=_seed, default=[0, 1, 2])
-    c.add_argument("--seconds", type=_positive_float, default=None,
-                   help="training seconds per run (default: each algorithm's own budget: "
-                        "grpo, dr_grpo, gspo 90; dapo 135; ppo, gfpo 180)")
+    c.add_argument(
+        "--seconds",
+        type=_positive_float,
+        default=None,
+        help="training seconds per run (default: each algorithm's own budget: "
+        "grpo, dr_grpo, gspo 90; dapo 135; ppo, gfpo 180)",
+    )
     c.add_argument("--steps", type=_positive_int, default=100000, help="step cap per run")
-    c.add_argument("--max-samples", type=_positive_int, default=None,
-                   help="a sample budget instead of time budgets: every run stops once it has sampled this many completions")
-    c.add_argument("--pass-k", type=_positive_int, default=None,
-                   help="also measure pass@1..K of each trained policy (K samples per held-out prompt)")
+    c.add_argument(
+        "--max-samples",
+        type=_positive_int,
+        default=None,
+        help="a sample budget instead of time budgets: every run stops once it has sampled this many completions",
+    )
+    c.add_argument(
+        "--pass-k",
+        type=_positive_int,
+        default=None,
+        help="also measure pass@1..K of each trained policy (K samples per held-out prompt)",
+    )
     c.add_argument("--eval-every", type=_positive_int, default=20)
     c.add_argument("--n-eval", type=_positive_int, default=1000)
     c.add_argument("--out", default="runs/compare", help="folder for each run's JSON and the summary")
     c.add_argument("--set", dest="overrides", type=_override, action="append", default=[], metavar="FIELD=VALUE")
 
-    pr = sub.add_parser("paired", help="one batch, several update rules: each arm's update from the same weights, every step")
+    pr = sub.add_parser(
+        "paired", help="one batch, several update rules: each arm's update from the same weights, every step"
+    )
     pr.add_argument("--algo", choices=sorted(PRESETS), default="grpo")
-    pr.add_argument("--vary", type=_vary, required=True, metavar="FIELD=V1,V2,...",
-                    help="the update field the arms differ in and its values, the first one followed, e.g. clip_high=0.2,0.28")
+    pr.add_argument(
+        "--vary",
+        type=_vary,
+        required=True,
+        metavar="FIELD=V1,V2,...",
+        help="the update field the arms differ in and its values, the first one followed, e.g. clip_high=0.2,0.28",
+    )
     pr.add_argument("--steps", type=_positive_int, default=60)
     pr.add_argument("--seed", type=_seed, default=0)
     pr.add_argument("--prompts", type=_positive_int, default=16, help="prompts per step")
     pr.add_argument("--group-size", type=_positive_int, default=8)
     pr.add_argument("--max-new-tokens", type=_positive_int, default=32)
     pr.add_argument("--lr", type=_positive_float, default=1e-4)
-    pr.add_argument("--low-p", type=_positive_float, default=0.2,
-                    help="a positive-advantage token counts as low-probability below this probability")
-    pr.add_argument("--set", dest="overrides", type=_override, action="append", default=[], metavar="FIELD=VALUE",
-                    help="change one Algorithm field in every arm, e.g. --set minibatches=8 --set epochs=2")
+    pr.add_argument(
+        "--low-p",
+        type=_positive_float,
+        default=0.2,
+        help="a positive-advantage token counts as low-probability below this probability",
+    )
+    pr.add_argument(
+        "--set",
+        dest="overrides",
+        type=_override,
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change one Algorithm field in every arm, e.g. --set minibatches=8 --set epochs=2",
+    )
     pr.add_argument("--device", default=None)
     pr.add_argument("--json", metavar="FILE")
     pr.add_argument("--quiet", action="store_true")
@@ -196,43 +251,68 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--eval-from", type=_positive_int, default=150)
     pt.add_argument("--eval-every", type=_positive_int, default=25)
     pt.add_argument("--n-eval", type=_positive_int, default=256, help="held-out prompts for the stopping accuracy")
-    pt.add_argument("--size", choices=["cpu", "gpu"], default="cpu",
-                    help="cpu: the shipped ~1M-parameter policy; gpu: the gpu profile's ~34M-parameter one "
-                    "(on a GPU; its default --out is assets/gpu-sum3)")
+    pt.add_argument(
+        "--size",
+        choices=["cpu", "gpu"],
+        default="cpu",
+        help="cpu: the shipped ~1M-parameter policy; gpu: the gpu profile's ~34M-parameter one "
+        "(on a GPU; its default --out is assets/gpu-sum3)",
+    )
     for name in ("hidden", "layers", "heads", "ffn", "batch-size"):
         pt.add_argument(f"--{name}", type=_positive_int, default=None, help=f"override the size's {name}")
     pt.add_argument("--lr", type=_positive_float, default=None, help="override the size's learning rate")
     pt.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     pt.add_argument("--quiet", action="store_true")
 
-    bn = sub.add_parser("bench", help="speed side by side: the lab's GRPO step against TRL's GRPOTrainer, rollout tokens/s, memory")
+    bn = sub.add_parser(
+        "bench", help="speed side by side: the lab's GRPO step against TRL's GRPOTrainer, rollout tokens/s, memory"
+    )
     bn.add_argument("--prompts", type=_positive_int, default=16, help="prompts per step")
     bn.add_argument("--group-size", type=_positive_int, default=8, help="G: completions per prompt (at least 2)")
     bn.add_argument("--max-new-tokens", type=_positive_int, default=32)
     bn.add_argument("--steps", type=_positive_int, default=5, help="timed steps per run of each arm")
     bn.add_argument("--warmup", type=_non_negative_int, default=2, help="untimed steps first, in every run")
-    bn.add_argument("--pairs", type=_positive_int, default=5,
-                    help="runs of every arm, in alternating order (lab..trl, trl..lab, ...); one ratio per pair")
+    bn.add_argument(
+        "--pairs",
+        type=_positive_int,
+        default=5,
+        help="runs of every arm, in alternating order (lab..trl, trl..lab, ...); one ratio per pair",
+    )
     bn.add_argument("--rollout-repeats", type=_positive_int, default=5, help="timed calls of each generator")
     bn.add_argument("--temperature", type=_positive_float, default=1.0)
     bn.add_argument("--lr", type=_positive_float, default=1e-4)
     bn.add_argument("--seed", type=_seed, default=0)
     bn.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when available")
     bn.add_argument("--model", default="tiny-sum3", help="'tiny-sum3' (shipped) or a folder written by pretrain")
-    bn.add_argument("--only", nargs="+", default=None,
-                    choices=["lab", "lab_no_prompt_sharing", "lab_no_compaction", "lab_no_length_grouping",
-                             "trl", "trl_continuous_batching", "rollout"],
-                    help="measure only these arms (and 'rollout', the generator comparison); default: all")
+    bn.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        choices=[
+            "lab",
+            "lab_no_prompt_sharing",
+            "lab_no_compaction",
+            "lab_no_length_grouping",
+            "trl",
+            "trl_continuous_batching",
+            "rollout",
+        ],
+        help="measure only these arms (and 'rollout', the generator comparison); default: all",
+    )
     bn.add_argument("--in-process", action="store_true", help="run the parts here, not each in its own forked process")
     bn.add_argument("--json", metavar="FILE", help="write the measurements here")
 
-    ex = sub.add_parser("export", help="write a preset as a launchable TRL or verl recipe (script, configs, launch commands)")
+    ex = sub.add_parser(
+        "export", help="write a preset as a launchable TRL or verl recipe (script, configs, launch commands)"
+    )
     ex.add_argument("--algo", choices=sorted(PRESETS), default="grpo")
     ex.add_argument("--engine", choices=["trl", "verl"], required=True)
     ex.add_argument("--model", default="Qwen/Qwen2.5-1.5B-Instruct", help="a Hugging Face name or a folder")
     ex.add_argument("--task", choices=["gsm8k", "words", "sum3"], default="gsm8k")
     ex.add_argument("--out", required=True, metavar="DIR", help="folder for the recipe")
-    sub.add_parser("doctor", help="is this machine ready? Python, torch, the model, one training step, widgets, plots, memory")
+    sub.add_parser(
+        "doctor", help="is this machine ready? Python, torch, the model, one training step, widgets, plots, memory"
+    )
     return p
 
 
@@ -340,9 +420,8 @@ RESUME_OPTIONS = {"steps", "save", "save_every", "json", "quiet", "resume"}
 
 
 def _train(args, argv: list[str]) -> int:
-    from .trainer import Trainer, TrainConfig, check_checkpoint_target, check_output_file, run, save_json
-
     from .models import pick_device
+    from .trainer import TrainConfig, Trainer, check_checkpoint_target, check_output_file, run, save_json
 
     if args.save_every is not None and not args.save:
         raise ValueError("--save-every needs --save DIR (where to save)")
@@ -355,28 +434,54 @@ def _train(args, argv: list[str]) -> int:
         ignored = sorted(_typed(argv, "train") - RESUME_OPTIONS)
         if ignored:
             names = ", ".join(_long_option("train", d) for d in ignored)
-            raise ValueError(f"{names} cannot be used with --resume: a resumed run continues with the settings it was "
-                             "saved with; only --steps, --save, --save-every, --json and --quiet apply (start a new run to change them)")
+            raise ValueError(
+                f"{names} cannot be used with --resume: a resumed run continues with the settings it was "
+                "saved with; only --steps, --save, --save-every, --json and --quiet apply "
+                "(start a new run to change them)"
+            )
         trainer = Trainer.resume(args.resume)
         trainer.train(args.steps, progress=not args.quiet, checkpoint_dir=args.save, save_every=args.save_every)
-        summary = {"algo": trainer.cfg.algo, "steps": trainer.step, "seed": trainer.cfg.seed, "history": trainer.history,
-                   "stop_reason": trainer.stop_reason}
+        summary = {
+            "algo": trainer.cfg.algo,
+            "steps": trainer.step,
+            "seed": trainer.cfg.seed,
+            "history": trainer.history,
+            "stop_reason": trainer.stop_reason,
+        }
     else:
         _warn_lr(args, args.lr)
         cfg = TrainConfig(
-            algo=args.algo, model=args.model, task=_default_task(args.model, args.task), steps=args.steps, seed=args.seed,
-            prompts_per_step=args.prompts, group_size=args.group_size, max_new_tokens=args.max_new_tokens,
-            temperature=args.temperature, lr=args.lr, kl_stop=args.kl_stop, max_seconds=args.seconds, device=args.device,
-            max_samples=args.max_samples, algo_overrides=dict(args.overrides),
+            algo=args.algo,
+            model=args.model,
+            task=_default_task(args.model, args.task),
+            steps=args.steps,
+            seed=args.seed,
+            prompts_per_step=args.prompts,
+            group_size=args.group_size,
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            lr=args.lr,
+            kl_stop=args.kl_stop,
+            max_seconds=args.seconds,
+            device=args.device,
+            max_samples=args.max_samples,
+            algo_overrides=dict(args.overrides),
         )
         _refuse_unused_fields(cfg.algo, cfg.algo_overrides)
-        summary = run(cfg, n_eval=args.n_eval, progress=not args.quiet, eval_every=args.eval_every, save_dir=args.save,
-                      save_every=args.save_every)
+        summary = run(
+            cfg,
+            n_eval=args.n_eval,
+            progress=not args.quiet,
+            eval_every=args.eval_every,
+            save_dir=args.save,
+            save_every=args.save_every,
+        )
         if summary["stop_reason"] != "interrupted":
             b, a = summary["before"], summary["after"]
             print(
                 f"{cfg.algo}: greedy accuracy {b['accuracy']:.3f} -> {a['accuracy']:.3f} on {a['n']} held-out prompts, "
-                f"mean length {b['mean_length']:.1f} -> {a['mean_length']:.1f}, {summary['train_seconds']:.0f} s of training"
+                f"mean length {b['mean_length']:.1f} -> {a['mean_length']:.1f}, "
+                f"{summary['train_seconds']:.0f} s of training"
                 + (f"; stopped: {summary['stop_reason']}" if summary["stop_reason"] else "")
             )
     if args.json:
@@ -384,8 +489,12 @@ def _train(args, argv: list[str]) -> int:
     if summary["stop_reason"] == "interrupted":
         kept = [f"checkpoint saved to {args.save}"] if args.save else []
         kept += [f"summary written to {args.json}"] if args.json else []
-        _say(args, "interrupted", f"{summary['algo']} stopped after step {summary['steps']}"
-             + ("; " + ", ".join(kept) if kept else "; nothing was saved (no --save or --json)"))
+        _say(
+            args,
+            "interrupted",
+            f"{summary['algo']} stopped after step {summary['steps']}"
+            + ("; " + ", ".join(kept) if kept else "; nothing was saved (no --save or --json)"),
+        )
         return 130
     return 0
 
@@ -402,8 +511,16 @@ def _eval(args) -> int:
     model, tokenizer = load_policy(args.model, args.device)
     task = get_task(_default_task(args.model, args.task), n_test=args.n)
     greedy = evaluate(model, tokenizer, task, n_prompts=args.n, greedy=True, max_new_tokens=args.max_new_tokens)
-    sampled = evaluate(model, tokenizer, task, n_prompts=args.n, samples=args.samples, temperature=args.temperature,
-                       max_new_tokens=args.max_new_tokens, seed=args.seed)
+    sampled = evaluate(
+        model,
+        tokenizer,
+        task,
+        n_prompts=args.n,
+        samples=args.samples,
+        temperature=args.temperature,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+    )
     k = args.samples
     out = {
         "model": args.model,
@@ -415,8 +532,10 @@ def _eval(args) -> int:
         "pass_at_k": sampled.get("pass_at_k", {1: sampled["accuracy"]}),
         "examples": greedy["examples"],
     }
-    print(f"{args.model}: greedy accuracy {out['greedy_accuracy']:.3f}, pass@{k} {out[f'pass@{k}']:.3f} "
-          f"(T={args.temperature:g}) on {out['n']} held-out prompts")
+    print(
+        f"{args.model}: greedy accuracy {out['greedy_accuracy']:.3f}, pass@{k} {out[f'pass@{k}']:.3f} "
+        f"(T={args.temperature:g}) on {out['n']} held-out prompts"
+    )
     if args.json:
         save_json(out, args.json)
     return 0
@@ -432,16 +551,29 @@ def _compare(args) -> int:
         unused = unused_fields(get_algorithm(a, **overrides), overrides)
         if unused:
             name, why = next(iter(unused.items()))
-            raise ValueError(f"--set {name}={json.dumps(overrides[name])} has no effect on {a} ({why}); "
-                             f"compare without it, or without {a}")
+            raise ValueError(
+                f"--set {name}={json.dumps(overrides[name])} has no effect on {a} ({why}); "
+                f"compare without it, or without {a}"
+            )
     check_output_folder(args.out, "--out")
     if args.max_samples is not None:  # a sample budget: no time budget unless one is asked for
         budgets = {a: args.seconds for a in args.algos} if args.seconds else None
     else:
         budgets = {a: (args.seconds or TIME_BUDGETS[a]) for a in args.algos}
     extra = [x for k, v in args.overrides for x in ("--set", f"{k}={json.dumps(v)}")]
-    result = compare(args.algos, args.seeds, budgets, args.steps, args.eval_every, args.n_eval, args.out, extra,
-                     progress=lambda line: print(line, flush=True), max_samples=args.max_samples, pass_k=args.pass_k)
+    result = compare(
+        args.algos,
+        args.seeds,
+        budgets,
+        args.steps,
+        args.eval_every,
+        args.n_eval,
+        args.out,
+        extra,
+        progress=lambda line: print(line, flush=True),
+        max_samples=args.max_samples,
+        pass_k=args.pass_k,
+    )
     save_json(result, f"{args.out}/summary.json")
     print(result["table"])
     return 0
@@ -458,9 +590,17 @@ def _paired(args) -> int:
         check_output_file(args.json, "--json")
     _warn_lr(args, args.lr)
     pick_device(args.device)
-    cfg = TrainConfig(algo=args.algo, steps=args.steps, seed=args.seed, prompts_per_step=args.prompts,
-                      group_size=args.group_size, max_new_tokens=args.max_new_tokens, lr=args.lr, device=args.device,
-                      algo_overrides=dict(args.overrides))
+    cfg = TrainConfig(
+        algo=args.algo,
+        steps=args.steps,
+        seed=args.seed,
+        prompts_per_step=args.prompts,
+        group_size=args.group_size,
+        max_new_tokens=args.max_new_tokens,
+        lr=args.lr,
+        device=args.device,
+        algo_overrides=dict(args.overrides),
+    )
     _refuse_unused_fields(args.algo, dict(args.overrides))
     for v in values:
         _refuse_unused_fields(args.algo, dict(args.overrides) | {field: v}, flag="--vary")
@@ -478,12 +618,28 @@ def _pretrain(args) -> int:
 
     out = args.out or (GPU_MODEL_DIR if args.size == "gpu" else TINY_MODEL_DIR)
     check_output_folder(out, "--out")
-    s = pretrain(out_dir=out, seed=args.seed, max_steps=args.max_steps, target_accuracy=args.target_accuracy,
-                 eval_from=args.eval_from, eval_every=args.eval_every, n_eval=args.n_eval, progress=not args.quiet,
-                 size=args.size, hidden=args.hidden, layers=args.layers, heads=args.heads, ffn=args.ffn,
-                 batch_size=args.batch_size, lr=args.lr, device=args.device)
-    print(f"pretrained {s['parameters']:,} parameters in {s['seconds']:.0f} s ({s['steps']} steps): held-out greedy "
-          f"accuracy {s['held_out_greedy_accuracy']:.3f}, sampled (T=1) {s['held_out_sampled_accuracy_t1']:.3f}")
+    s = pretrain(
+        out_dir=out,
+        seed=args.seed,
+        max_steps=args.max_steps,
+        target_accuracy=args.target_accuracy,
+        eval_from=args.eval_from,
+        eval_every=args.eval_every,
+        n_eval=args.n_eval,
+        progress=not args.quiet,
+        size=args.size,
+        hidden=args.hidden,
+        layers=args.layers,
+        heads=args.heads,
+        ffn=args.ffn,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        device=args.device,
+    )
+    print(
+        f"pretrained {s['parameters']:,} parameters in {s['seconds']:.0f} s ({s['steps']} steps): held-out greedy "
+        f"accuracy {s['held_out_greedy_accuracy']:.3f}, sampled (T=1) {s['held_out_sampled_accuracy_t1']:.3f}"
+    )
     return 0
 
 
@@ -494,11 +650,27 @@ def _bench(args) -> int:
     if args.json:
         check_output_file(args.json, "--json")
     _warn_lr(args, args.lr)
-    train = TrainConfig(algo="grpo", model=args.model, seed=args.seed, prompts_per_step=args.prompts,
-                        group_size=args.group_size, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                        lr=args.lr, track_kl=False, device=args.device)
-    cfg = BenchConfig(train=train, steps=args.steps, warmup=args.warmup, pairs=args.pairs,
-                      rollout_repeats=args.rollout_repeats, parts=tuple(args.only or PARTS), isolate=not args.in_process)
+    train = TrainConfig(
+        algo="grpo",
+        model=args.model,
+        seed=args.seed,
+        prompts_per_step=args.prompts,
+        group_size=args.group_size,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        lr=args.lr,
+        track_kl=False,
+        device=args.device,
+    )
+    cfg = BenchConfig(
+        train=train,
+        steps=args.steps,
+        warmup=args.warmup,
+        pairs=args.pairs,
+        rollout_repeats=args.rollout_repeats,
+        parts=tuple(args.only or PARTS),
+        isolate=not args.in_process,
+    )
     result = run_bench(cfg, progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(format_table(result))
     if args.json:

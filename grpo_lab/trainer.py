@@ -95,7 +95,9 @@ class TrainConfig:
             raise ValueError(f"seed must be an int in [0, {MAX_SEED}], got {self.seed!r}")
         for name in ("temperature", "lr", "weight_decay", "grad_clip", "kl_stop", "max_seconds"):
             v = getattr(self, name)  # a string or None here would fail later with a TypeError deep in torch
-            if not (v is None and name in ("kl_stop", "max_seconds")) and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            if not (v is None and name in ("kl_stop", "max_seconds")) and (
+                isinstance(v, bool) or not isinstance(v, (int, float))
+            ):
                 raise ValueError(f"{name} must be a number, got {type(v).__name__} {v!r}")
         if not (self.temperature > 0 and math.isfinite(self.temperature)):
             raise ValueError(f"temperature must be a finite number > 0, got {self.temperature}")
@@ -106,10 +108,14 @@ class TrainConfig:
         if not self.grad_clip > 0:
             raise ValueError(f"grad_clip must be > 0, got {self.grad_clip}")
         if not isinstance(self.algo_overrides, dict):
-            raise ValueError(f"algo_overrides must be a dict of Algorithm fields, got {type(self.algo_overrides).__name__}")
+            raise ValueError(
+                f"algo_overrides must be a dict of Algorithm fields, got {type(self.algo_overrides).__name__}"
+            )
         if self.max_seconds is not None and not self.max_seconds > 0:
             raise ValueError(f"max_seconds must be > 0 or None, got {self.max_seconds}")
-        if self.max_samples is not None and (isinstance(self.max_samples, bool) or not isinstance(self.max_samples, int) or self.max_samples < 1):
+        if self.max_samples is not None and (
+            isinstance(self.max_samples, bool) or not isinstance(self.max_samples, int) or self.max_samples < 1
+        ):
             raise ValueError(f"max_samples must be a positive int or None, got {self.max_samples!r}")
         if self.kl_stop is not None and not self.kl_stop > 0:
             raise ValueError(f"kl_stop must be > 0 or None, got {self.kl_stop}")
@@ -122,7 +128,9 @@ class TrainConfig:
                 f"got {algo.overlong_cache}"
             )
         if algo.advantage == "gfpo" and algo.gfpo_group_size < self.group_size:
-            raise ValueError(f"gfpo_group_size must be >= group_size (k <= G), got G={algo.gfpo_group_size} < k={self.group_size}")
+            raise ValueError(
+                f"gfpo_group_size must be >= group_size (k <= G), got G={algo.gfpo_group_size} < k={self.group_size}"
+            )
 
     def algorithm(self) -> Algorithm:
         return get_algorithm(self.algo, **self.algo_overrides)
@@ -290,8 +298,15 @@ class Trainer:
     how completions are drawn and scored, e.g. to time them or to switch a speed-up off.
     """
 
-    def __init__(self, cfg: TrainConfig, model=None, tokenizer=None, task: Task | None = None,
-                 sampler: Callable[..., Rollout] | None = None, scorer: Callable[..., list[float]] | None = None):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        model=None,
+        tokenizer=None,
+        task: Task | None = None,
+        sampler: Callable[..., Rollout] | None = None,
+        scorer: Callable[..., list[float]] | None = None,
+    ):
         set_threads()
         self.sampler = sample_group if sampler is None else sampler
         self.scorer = score_completions if scorer is None else scorer
@@ -338,8 +353,19 @@ class Trainer:
 
     def _rollout(self, n_prompts: int, group_size: int):
         rows = self.next_prompts(n_prompts)
-        ids, mask = encode_prompts(self.tokenizer, rows["prompt"], chat=self.task.chat, system=self.cfg.system_prompt, device=self.device)
-        ro = self.sampler(self.model, self.tokenizer, ids, mask, group_size, self.cfg.max_new_tokens, self.cfg.temperature, self.sample_gen)
+        ids, mask = encode_prompts(
+            self.tokenizer, rows["prompt"], chat=self.task.chat, system=self.cfg.system_prompt, device=self.device
+        )
+        ro = self.sampler(
+            self.model,
+            self.tokenizer,
+            ids,
+            mask,
+            group_size,
+            self.cfg.max_new_tokens,
+            self.cfg.temperature,
+            self.sample_gen,
+        )
         answers = [a for a in rows["answer"] for _ in range(group_size)]
         correct = torch.tensor(
             self.scorer(self.task.reward_fn, ro.texts, answers, ro.finished.tolist()),
@@ -593,15 +619,23 @@ class Trainer:
 
     # --- the loop --------------------------------------------------------------------------
 
-    def train(self, steps: int | None = None, progress: bool = True, callback=None, checkpoint_dir: str | Path | None = None,
-              save_every: int | None = None) -> list[dict]:
+    def train(
+        self,
+        steps: int | None = None,
+        progress: bool = True,
+        callback=None,
+        checkpoint_dir: str | Path | None = None,
+        save_every: int | None = None,
+    ) -> list[dict]:
         """Run ``steps`` more steps (default: the config's). ``callback(metrics)`` after each step
         (a live plot, say). Stops early when a budget or ``kl_stop`` is reached, and on Ctrl-C
         (SIGINT) or SIGTERM after the current step (``stop_reason`` "interrupted"; a second signal
         stops at once). With ``checkpoint_dir`` the run is saved there when it stops, and every
         ``save_every`` steps when given, so a crash loses at most that many steps."""
         steps = self.cfg.steps if steps is None else steps
-        if save_every is not None and (isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1):
+        if save_every is not None and (
+            isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1
+        ):
             raise ValueError(f"save_every must be a positive int or None, got {save_every!r}")
         if save_every is not None and checkpoint_dir is None:
             raise ValueError("save_every needs checkpoint_dir (where to save), got checkpoint_dir=None")
@@ -618,7 +652,9 @@ class Trainer:
                 self.step += 1
                 m["wall_seconds"] = wall0 + time.perf_counter() - t_start
                 self.history.append(m)
-                bar.set_postfix(acc=f"{m['accuracy']:.2f}", len=f"{m['length_mean']:.1f}", kl=f"{m.get('kl', float('nan')):.3f}")
+                bar.set_postfix(
+                    acc=f"{m['accuracy']:.2f}", len=f"{m['length_mean']:.1f}", kl=f"{m.get('kl', float('nan')):.3f}"
+                )
                 if callback is not None:
                     callback(m)
                 if _take_stop_request():
@@ -626,7 +662,9 @@ class Trainer:
                 elif self.cfg.max_seconds is not None and m["wall_seconds"] >= self.cfg.max_seconds:
                     self.stop_reason = f"time budget of {self.cfg.max_seconds:g} s reached at step {self.step}"
                 elif self.cfg.max_samples is not None and self.samples_generated >= self.cfg.max_samples:
-                    self.stop_reason = f"sample budget of {self.cfg.max_samples} completions reached at step {self.step}"
+                    self.stop_reason = (
+                        f"sample budget of {self.cfg.max_samples} completions reached at step {self.step}"
+                    )
                 elif self.cfg.kl_stop is not None and m.get("kl", 0.0) > self.cfg.kl_stop:
                     self.stop_reason = f"kl {m['kl']:.4f} > kl_stop {self.cfg.kl_stop} at step {self.step}"
                 if self.stop_reason is not None:
@@ -652,8 +690,10 @@ class Trainer:
         check_checkpoint_target(path, "path")
         broken = [n for n, p in self.model.named_parameters() if not bool(torch.isfinite(p).all())]
         if broken:  # keep the last good checkpoint rather than replace it with a wrecked policy
-            raise ValueError(f"the policy's weights hold NaN or infinity ({broken[0]}), so they were not saved over {path}: "
-                             "most often a learning rate (lr) far too large")
+            raise ValueError(
+                f"the policy's weights hold NaN or infinity ({broken[0]}), so they were not saved over {path}: "
+                "most often a learning rate (lr) far too large"
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         _recover_checkpoint(path)
         _remove_stale_temporaries(path)
@@ -703,13 +743,17 @@ class Trainer:
         try:
             state = torch.load(path / "trainer_state.pt", weights_only=False)
         except Exception as err:  # truncated, not a torch file, written by another program
-            raise ValueError(f"checkpoint {path}: trainer_state.pt cannot be read ({_first_line(err)}); it is damaged, "
-                             "resume from another checkpoint") from None
+            raise ValueError(
+                f"checkpoint {path}: trainer_state.pt cannot be read ({_first_line(err)}); it is damaged, "
+                "resume from another checkpoint"
+            ) from None
         if not isinstance(state, dict) or "config" not in state:
             raise ValueError(f"checkpoint {path}: trainer_state.pt is not a trainer state written by Trainer.save")
         if state.get("format") != CHECKPOINT_FORMAT or not state.get("policy_digest"):
-            raise ValueError(f"checkpoint {path} was written by an older grpo_lab, without a digest of its policy "
-                             "weights, so it cannot be checked; start a new run")
+            raise ValueError(
+                f"checkpoint {path} was written by an older grpo_lab, without a digest of its policy "
+                "weights, so it cannot be checked; start a new run"
+            )
         try:
             cfg = TrainConfig(**state["config"])
         except TypeError as err:
@@ -717,8 +761,10 @@ class Trainer:
         if asdict(cfg.algorithm()) != state["algorithm"]:
             now = asdict(cfg.algorithm())
             diff = {k: (state["algorithm"].get(k), now.get(k)) for k in now if state["algorithm"].get(k) != now.get(k)}
-            raise ValueError(f"checkpoint {path}: algorithm {cfg.algo!r} now differs from the one it was saved with "
-                             f"(field: (saved, now) {diff}), so it cannot continue exactly; start a new run")
+            raise ValueError(
+                f"checkpoint {path}: algorithm {cfg.algo!r} now differs from the one it was saved with "
+                f"(field: (saved, now) {diff}), so it cannot continue exactly; start a new run"
+            )
         try:
             check_model_folder(path / "policy")  # a folder, never a hub name, whatever its path looks like
             model, tokenizer = load_policy(str((path / "policy").resolve()), cfg.device)
@@ -726,8 +772,9 @@ class Trainer:
             raise ValueError(f"checkpoint {path}: {err}") from None
         if policy_digest(model) != state["policy_digest"]:
             raise ValueError(
-                f"checkpoint {path}: the policy weights in policy/ do not match its trainer state (step {state['step']}, "
-                f"algo {cfg.algo}): the folder mixes files from two saves; resume from a checkpoint written whole by Trainer.save"
+                f"checkpoint {path}: the policy weights in policy/ do not match its trainer state "
+                f"(step {state['step']}, algo {cfg.algo}): the folder mixes files from two saves; "
+                "resume from a checkpoint written whole by Trainer.save"
             )
         t = cls(cfg, model=model, tokenizer=tokenizer, task=task)
         if state["ref"] is not None:
@@ -744,8 +791,14 @@ class Trainer:
         return t
 
 
-def run(cfg: TrainConfig, n_eval: int = 1000, progress: bool = True, eval_every: int | None = None, save_dir=None,
-        save_every: int | None = None) -> dict:
+def run(
+    cfg: TrainConfig,
+    n_eval: int = 1000,
+    progress: bool = True,
+    eval_every: int | None = None,
+    save_dir=None,
+    save_every: int | None = None,
+) -> dict:
     """Train with ``cfg`` and return the command line's summary: before/after held-out greedy
     accuracy and mean length, wall time, peak memory and the per-step history. With ``save_dir``
     the run is saved there when it stops (at the end, on ``kl_stop``, on Ctrl-C) and every
@@ -771,7 +824,14 @@ def run(cfg: TrainConfig, n_eval: int = 1000, progress: bool = True, eval_every:
                 if trainer.stop_reason == "interrupted":
                     break
                 e = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
-                evals.append({"step": trainer.step, "wall_seconds": trainer.history[-1]["wall_seconds"], "accuracy": e["accuracy"], "mean_length": e["length_mean"]})
+                evals.append(
+                    {
+                        "step": trainer.step,
+                        "wall_seconds": trainer.history[-1]["wall_seconds"],
+                        "accuracy": e["accuracy"],
+                        "mean_length": e["length_mean"],
+                    }
+                )
         else:
             trainer.train(progress=progress, checkpoint_dir=save_dir, save_every=save_every)
         wall = time.perf_counter() - t0
@@ -851,8 +911,11 @@ def stop_on_signal():
         _stop_request["signal"] = signum
 
     # A signal the parent set to be ignored (a job started with & or nohup) stays ignored.
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)
-                if signal.getsignal(sig) is not signal.SIG_IGN}
+    previous = {
+        sig: signal.signal(sig, handler)
+        for sig in (signal.SIGINT, signal.SIGTERM)
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
     _stop_request["depth"] += 1
     try:
         yield
@@ -890,8 +953,10 @@ def check_checkpoint_target(path: str | Path, what: str = "--save") -> None:
     if path.exists() and not path.is_dir():
         raise ValueError(f"{what} {path} is a file; give a folder for the checkpoint")
     if path.is_dir() and any(path.iterdir()) and not (path / "trainer_state.pt").exists():
-        raise ValueError(f"{what} {path} is a folder with other files in it (no trainer_state.pt), which saving "
-                         "would replace; give a new or empty folder")
+        raise ValueError(
+            f"{what} {path} is a folder with other files in it (no trainer_state.pt), which saving "
+            "would replace; give a new or empty folder"
+        )
     _check_writable_folder(path.parent, what, path)
 
 
@@ -1036,14 +1101,37 @@ def _first_line(err: BaseException) -> str:
 # Algorithm fields the trainer reads only under a condition: a field set where its condition does not
 # hold changes nothing, and the command line refuses it rather than ignore it without a word.
 _CONDITIONAL_FIELDS = (
-    (("gamma", "lam", "vf_coef", "value_clip", "critic_lr", "critic_warmup_steps"),
-     lambda a: a.advantage == "gae", "only the critic uses it (advantage='gae', as in --algo ppo)"),
-    (("kl_in_reward",), lambda a: a.advantage == "gae", "only the critic's per-token reward uses it (advantage='gae', as in --algo ppo)"),
-    (("gfpo_group_size", "gfpo_metric", "gfpo_adaptive"), lambda a: a.advantage == "gfpo", "only GFPO uses it (advantage='gfpo', as in --algo gfpo)"),
+    (
+        ("gamma", "lam", "vf_coef", "value_clip", "critic_lr", "critic_warmup_steps"),
+        lambda a: a.advantage == "gae",
+        "only the critic uses it (advantage='gae', as in --algo ppo)",
+    ),
+    (
+        ("kl_in_reward",),
+        lambda a: a.advantage == "gae",
+        "only the critic's per-token reward uses it (advantage='gae', as in --algo ppo)",
+    ),
+    (
+        ("gfpo_group_size", "gfpo_metric", "gfpo_adaptive"),
+        lambda a: a.advantage == "gfpo",
+        "only GFPO uses it (advantage='gfpo', as in --algo gfpo)",
+    ),
     (("scale",), lambda a: a.advantage == "group", "only group advantages use it (advantage='group')"),
-    (("max_gen_batches",), lambda a: a.dynamic_sampling, "only dynamic sampling uses it (dynamic_sampling=true, as in --algo dapo)"),
-    (("overlong_cache",), lambda a: a.overlong_penalty, "only the overlong penalty uses it (overlong_penalty=true, as in --algo dapo)"),
-    (("kl_kind",), lambda a: a.beta > 0 and not a.kl_in_reward, "only a KL term in the loss uses it (beta > 0 and kl_in_reward=false)"),
+    (
+        ("max_gen_batches",),
+        lambda a: a.dynamic_sampling,
+        "only dynamic sampling uses it (dynamic_sampling=true, as in --algo dapo)",
+    ),
+    (
+        ("overlong_cache",),
+        lambda a: a.overlong_penalty,
+        "only the overlong penalty uses it (overlong_penalty=true, as in --algo dapo)",
+    ),
+    (
+        ("kl_kind",),
+        lambda a: a.beta > 0 and not a.kl_in_reward,
+        "only a KL term in the loss uses it (beta > 0 and kl_in_reward=false)",
+    ),
 )
 
 
