@@ -4,7 +4,7 @@
     core        algorithms, models, tasks, rollout
     measure     timing, metrics, course, pretrain
     train       trainer
-    experiment  experiments, trl_bridge, export, bench, exercises
+    experiment  experiments, trl_bridge, export, bench, exercises, doctor
     show        viz, widgets                              (never the trainer: plots do not train)
     cli         __main__
 
@@ -28,7 +28,7 @@ LAYERS = {
     "core": ("algorithms", "models", "tasks", "rollout"),
     "measure": ("timing", "metrics", "course", "pretrain"),
     "train": ("trainer",),
-    "experiment": ("experiments", "trl_bridge", "export", "bench", "exercises"),
+    "experiment": ("experiments", "trl_bridge", "export", "bench", "exercises", "doctor"),
     "show": ("viz", "widgets"),
     "cli": ("__main__",),
 }
