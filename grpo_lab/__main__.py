@@ -19,6 +19,7 @@ import json
 import re
 import signal
 import sys
+from typing import NoReturn
 
 
 def _interrupted_while_starting(signum, frame):
@@ -45,7 +46,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = _NEGATIVE_NUMBER
 
-    def error(self, message):  # one clear line, non-zero exit
+    def error(self, message: str) -> NoReturn:  # one clear line, non-zero exit
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

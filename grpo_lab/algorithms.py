@@ -16,6 +16,7 @@ where they do not (e.g. learning rates, and G and k scaled down with the batch).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
 
 from .advantages import GFPO_METRICS, SCALES
 from .checks import check_choice
@@ -105,7 +106,7 @@ class Algorithm:
         base = asdict(PRESETS["grpo"])
         return {k: v for k, v in asdict(self).items() if k != "name" and v != base[k]}
 
-    def with_(self, **changes) -> "Algorithm":
+    def with_(self, **changes: Any) -> "Algorithm":
         """A copy with some fields changed (unknown names raise ValueError)."""
         known = {f.name for f in fields(self)}
         unknown = sorted(set(changes) - known)
@@ -185,7 +186,7 @@ PRESETS: dict[str, Algorithm] = {
 }
 
 
-def get_algorithm(name: str, **overrides) -> Algorithm:
+def get_algorithm(name: str, **overrides: Any) -> Algorithm:
     """The preset ``name`` with ``overrides`` applied."""
     check_choice("algo", name, PRESETS)
     return PRESETS[name].with_(**overrides) if overrides else PRESETS[name]

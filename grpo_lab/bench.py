@@ -55,10 +55,16 @@ import sys
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from .timing import CATEGORIES, Clock, Memory, StepLog, bootstrap_interval, spread, sync
 from .trainer import TrainConfig, Trainer
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from trl import GRPOConfig
 
 LAB_ARMS = {
     "lab": (),
@@ -136,7 +142,7 @@ def run_order(arms: tuple, pairs: int) -> list[tuple[int, str]]:
     return [(p, a) for p in range(pairs) for a in (arms if p % 2 == 0 else arms[::-1])]
 
 
-def lab_prompt_stream(cfg: BenchConfig, n_steps: int):
+def lab_prompt_stream(cfg: BenchConfig, n_steps: int) -> Dataset:
     """The rows of the train split the lab's Trainer draws for ``n_steps`` steps, in order."""
     from .tasks import get_task
 
@@ -389,7 +395,7 @@ def run_trl(cfg: BenchConfig, arm: str = "trl") -> dict:
     return out
 
 
-def check_trl_settings(args, cfg: BenchConfig, arm: str = "trl") -> None:
+def check_trl_settings(args: GRPOConfig, cfg: BenchConfig, arm: str = "trl") -> None:
     """Fail loudly if TRL would not do the lab's work (a changed bridge or TRL default)."""
     tc = cfg.train
     want = {
@@ -613,7 +619,7 @@ def comparisons_for(arms: tuple) -> list[tuple[str, str]]:
     return out
 
 
-def run_bench(cfg: BenchConfig | None = None, progress=None) -> dict:
+def run_bench(cfg: BenchConfig | None = None, progress: Callable[[str], object] | None = None) -> dict:
     """Measure every part in ``cfg.parts`` and return the comparison (the JSON the CLI writes)."""
     import torch
     import transformers

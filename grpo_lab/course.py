@@ -60,7 +60,7 @@ class ClaimFailed(AssertionError):
     """A sentence the course asserts no longer holds for the numbers beside it."""
 
 
-def claim(holds, sentence: str) -> None:
+def claim(holds: object, sentence: str) -> None:
     """Print ``sentence``, a conclusion drawn from numbers the notebook just computed, and raise
     ``ClaimFailed`` when ``holds`` is false, so the notebook fails the day its prose stops being true.
 

@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -258,7 +259,7 @@ def check_widgets() -> Check:
     return Check("widgets", "ok", msg)
 
 
-def check_jupyter_on_path(which=None) -> Check:
+def check_jupyter_on_path(which: Callable[[str], str | None] | None = None) -> Check:
     """`jupyter lab` typed in a terminal runs the first jupyter-lab on PATH: it should be this one."""
     import shutil
     import sysconfig
@@ -384,7 +385,7 @@ CHECKS = (
 NEEDS_TORCH = {"check_model", "check_training"}
 
 
-def run(checks=CHECKS, out=print) -> int:
+def run(checks: Iterable[Callable[[], Check]] = CHECKS, out: Callable[[str], object] = print) -> int:
     """Run every check, print one line each, return 1 if any failed (else 0)."""
     failed: list[str] = []
     for check in checks:

@@ -15,9 +15,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .checks import check_positive_int
+
+if TYPE_CHECKING:
+    from .trainer import TrainConfig, Trainer
 
 # Each algorithm's default budget of training seconds on a 2-core CPU for `compare` (unequal: DAPO's refills
 # and PPO's critic and GFPO's extra samples cost time, so they were given more).
@@ -144,7 +149,7 @@ def compare(
     n_eval: int = 1000,
     out_dir: str | Path | None = None,
     extra: list[str] | None = None,
-    progress=print,
+    progress: Callable[[str], object] | None = print,
     max_samples: int | None = None,
     pass_k: int | None = None,
 ) -> dict:
@@ -187,7 +192,7 @@ def compare(
 # --- several seeds: the spread, and whether a difference is more than noise ---------------------
 
 
-def mean_and_spread(values) -> dict:
+def mean_and_spread(values: Sequence[float | None]) -> dict:
     """Mean, sample standard deviation (n - 1), standard error of the mean, min and max of per-seed values.
 
     ``None`` and NaN entries (a metric a run did not record) are left out; ``n`` says how many remained.
@@ -207,7 +212,7 @@ def mean_and_spread(values) -> dict:
     }
 
 
-def difference(a_values, b_values) -> dict:
+def difference(a_values: Sequence[float | None], b_values: Sequence[float | None]) -> dict:
     """``mean(b) - mean(a)`` with the standard error of that difference, sqrt(se_a^2 + se_b^2) (Welch).
 
     ``clear`` is True when the difference is more than twice its standard error. With 2 or 3 seeds a
@@ -260,7 +265,7 @@ def student_t_two_sided_p(t: float, df: float) -> float:
     return _betainc(df / 2.0, 0.5, df / (df + t * t))
 
 
-def welch_test(a_values, b_values) -> dict:
+def welch_test(a_values: Sequence[float | None], b_values: Sequence[float | None]) -> dict:
     """Welch's t-test of ``mean(b) - mean(a)`` (unequal variances; Welch 1947).
 
     Returns ``diff``, its standard error ``se`` = sqrt(s_a^2/n_a + s_b^2/n_b), ``t`` = diff / se, the
@@ -361,7 +366,7 @@ def run_metrics(summary: dict) -> dict:
     return {name: fn(summary) for name, (_, _, fn) in RUN_METRICS.items()}
 
 
-def seed_table(results: dict[str, list[dict]], metrics=tuple(RUN_METRICS)) -> list[dict]:
+def seed_table(results: dict[str, list[dict]], metrics: Sequence[str] = tuple(RUN_METRICS)) -> list[dict]:
     """One row per algorithm: for each metric, ``mean_and_spread`` over its seeds (None if no run has it)."""
     unknown = [m for m in metrics if m not in RUN_METRICS]
     if unknown:
@@ -379,7 +384,7 @@ def seed_table(results: dict[str, list[dict]], metrics=tuple(RUN_METRICS)) -> li
     return rows
 
 
-def format_seed_table(rows: list[dict], metrics=tuple(RUN_METRICS), spread: str = "std") -> str:
+def format_seed_table(rows: list[dict], metrics: Sequence[str] = tuple(RUN_METRICS), spread: str = "std") -> str:
     """A markdown table of ``seed_table`` rows: ``mean ± std`` (or ``± se``) for every metric."""
     if spread not in ("std", "se"):
         raise ValueError(f"spread must be 'std' or 'se', got {spread!r}")
@@ -399,7 +404,7 @@ def format_seed_table(rows: list[dict], metrics=tuple(RUN_METRICS), spread: str 
     return "\n".join(lines)
 
 
-def load_runs(algos, seeds, pattern: str = "{algo}_seed{seed}") -> dict[str, list[dict]]:
+def load_runs(algos: Sequence[str], seeds: Sequence[int], pattern: str = "{algo}_seed{seed}") -> dict[str, list[dict]]:
     """Committed histories ``assets/histories/<pattern>.json`` as ``{algo: [summary per seed]}``."""
     from .course import load_history
 
@@ -427,13 +432,13 @@ UPDATE_FIELDS = (
 
 
 def paired_updates(
-    cfg,
+    cfg: TrainConfig | None,
     arms: dict[str, dict],
     steps: int,
     follow: str | None = None,
     low_p: float = 0.2,
     progress: bool = True,
-    trainer=None,
+    trainer: Trainer | None = None,
 ) -> dict:
     """Every step, one batch is sampled once and each arm's update is applied to it from the same
     weights, optimiser state and mini-batch order; the run then goes on from arm ``follow``

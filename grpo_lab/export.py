@@ -160,7 +160,7 @@ def rollout_arithmetic(
     }
 
 
-def refusal(algo, engine: str) -> str | None:
+def refusal(algo: str | Algorithm, engine: str) -> str | None:
     """Why ``engine`` cannot run ``algo`` and what to use instead, or None when it can."""
     check_choice("engine", engine, ENGINES)
     a = _algorithm(algo)
@@ -198,7 +198,7 @@ def _refuse(a: Algorithm, engine: str) -> None:
 # --- TRL ---------------------------------------------------------------------------------------
 
 
-def trl_settings(algo="grpo") -> dict:
+def trl_settings(algo: str | Algorithm = "grpo") -> dict:
     """The ``GRPOConfig`` fields of the TRL recipe: the preset's algorithm fields (as ``grpo_config_kwargs``
     maps them) with the at-scale sizes of ``SCALE``. The lab's ``minibatches`` optimiser steps per rollout
     stay ``minibatches``: ``gradient_accumulation_steps = steps_per_generation / minibatches``."""
@@ -455,7 +455,10 @@ _VERL_KL = {"k1": "kl", "k2": "mse", "k3": "low_var_kl"}
 
 
 def verl_overrides(
-    algo="grpo", model: str = "Qwen/Qwen2.5-1.5B-Instruct", task: str = "gsm8k", data_dir: str = "data"
+    algo: str | Algorithm = "grpo",
+    model: str = "Qwen/Qwen2.5-1.5B-Instruct",
+    task: str = "gsm8k",
+    data_dir: str = "data",
 ) -> list[str]:
     """The Hydra overrides of ``python -m verl.trainer.main_ppo`` (verl 0.9.1) that run ``algo`` at scale."""
     a = _algorithm(algo)
@@ -685,7 +688,7 @@ def _readme(a: Algorithm, engine: str, model: str, task: str, settings: dict | N
 # --- the export ---------------------------------------------------------------------------------
 
 
-def export_recipe(algo, engine: str, model: str, task: str, out) -> list[Path]:
+def export_recipe(algo: str | Algorithm, engine: str, model: str, task: str, out: str | Path) -> list[Path]:
     """Write the recipe for ``algo`` (a preset name or an ``Algorithm``) on ``engine`` into folder ``out``;
     returns the files written. Raises ``ValueError`` (one line, naming what to use instead) when the engine
     cannot run the algorithm."""

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import LlamaConfig, PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TINY_MODEL_DIR = ASSETS / "tiny-sum3"
 DEFAULT_MODEL = "tiny-sum3"
 
 
-def build_char_tokenizer(chars: str):
+def build_char_tokenizer(chars: str) -> PreTrainedTokenizerFast:
     """A character-level ``PreTrainedTokenizerFast``: ``<pad>``, ``<bos>``, ``<eos>`` then ``chars``.
 
     Encoding adds ``<bos>`` in front, like Llama's tokenizers; decoding joins characters with no
@@ -43,7 +47,7 @@ def build_char_tokenizer(chars: str):
 
 def tiny_llama_config(
     vocab_size: int, hidden: int = 128, layers: int = 4, heads: int = 4, ffn: int = 512, max_positions: int = 64
-):
+) -> LlamaConfig:
     from transformers import LlamaConfig
 
     return LlamaConfig(
@@ -156,7 +160,9 @@ def _safetensors_problem(file: Path) -> str | None:
     return None
 
 
-def load_policy(name_or_path: str = DEFAULT_MODEL, device: str | None = None, dtype: torch.dtype | None = None):
+def load_policy(
+    name_or_path: str = DEFAULT_MODEL, device: str | None = None, dtype: torch.dtype | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load ``(model, tokenizer)`` with ``from_pretrained``: the shipped tiny model, a local
     folder, or a Hugging Face model name (which needs the hub or a local cache).
 
@@ -201,7 +207,7 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {lines[0][:300]}" if lines else type(err).__name__
 
 
-def count_parameters(model) -> int:
+def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 

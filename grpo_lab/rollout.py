@@ -13,11 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from .checks import check_positive_int
 from .losses import entropy_from_logits
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 @dataclass
@@ -73,7 +77,13 @@ class Rollout:
         )
 
 
-def encode_prompts(tokenizer, prompts: list[str], chat: bool = False, system: str | None = None, device=None):
+def encode_prompts(
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    chat: bool = False,
+    system: str | None = None,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Tokenise prompts, left-padded: ``(ids [N, P], mask [N, P])``. ``chat`` applies the chat template."""
     if not prompts:
         raise ValueError("prompts must hold at least one prompt, got an empty list")
@@ -124,8 +134,8 @@ def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def sample_group(
-    model,
-    tokenizer,
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
     prompt_ids: torch.Tensor,
     prompt_mask: torch.Tensor,
     group_size: int,
@@ -264,16 +274,16 @@ def _check_logits(logits: torch.Tensor, scaled: torch.Tensor, temperature: float
 
 
 def token_logps(
-    model,
-    prompt_ids,
-    prompt_mask,
-    completion_ids,
-    completion_mask,
+    model: torch.nn.Module,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
     temperature: float = 1.0,
     with_entropy: bool = False,
     bucket: bool | None = None,
     share_prompt: bool | None = None,
-):
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs ``[B, T]`` of the completion tokens under ``model`` at ``temperature``.
 
     Returns ``(logp, entropy)``; ``entropy`` is None unless ``with_entropy``. Gradients flow when
@@ -389,7 +399,9 @@ BUCKET_OVERHEAD_TOKENS = 128
 on the 2-core CPU, where 64-256 gave about the same speed)."""
 
 
-def length_buckets(lengths: torch.Tensor, prompt_width: int, width: int, device) -> list[tuple[torch.Tensor, int]]:
+def length_buckets(
+    lengths: torch.Tensor, prompt_width: int, width: int, device: torch.device | str
+) -> list[tuple[torch.Tensor, int]]:
     """Rows grouped for ``token_logps``: ``[(row indices, completion width), ...]``; ``lengths`` ``[B]``
     is each row's width (up to its last real token), ``width`` the padded width.
 

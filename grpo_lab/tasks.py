@@ -22,6 +22,7 @@ import math
 import numbers
 import random
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -88,7 +89,9 @@ def sum3_dataset(split: str = "train", n: int = 2048, seed: int = 0) -> Dataset:
     )
 
 
-def sum3_sft_examples(n: int, seed: int = 0, format_weights=(0.4, 0.3, 0.3)) -> list[tuple[str, str]]:
+def sum3_sft_examples(
+    n: int, seed: int = 0, format_weights: Sequence[float] = (0.4, 0.3, 0.3)
+) -> list[tuple[str, str]]:
     """Supervised (prompt, completion) pairs from the train split, formats and filler mixed."""
     rng = random.Random(f"sum3-sft-{seed}")
     triples = _triples("train", n, seed + 1)
@@ -108,7 +111,7 @@ def last_number(text: str) -> int | None:
     return int(found[-1])
 
 
-def check_answer(answer) -> None:
+def check_answer(answer: object) -> None:
     """An answer must be a number (an int, or a finite float or Fraction); a string is refused, since
     a grader comparing a number to the text "121" would score every completion 0 without a word."""
     ok = isinstance(answer, numbers.Rational) or (isinstance(answer, float) and math.isfinite(answer))
@@ -156,7 +159,9 @@ def sum3_format(completion: str) -> str:
     return "other"
 
 
-def score_completions(reward_fn, texts: list[str], answers: list[int], finished: list[bool]) -> list[float]:
+def score_completions(
+    reward_fn: Callable[[str, int, bool], float], texts: list[str], answers: list[int], finished: list[bool]
+) -> list[float]:
     """``reward_fn`` on each decoded completion, with its answer and whether it ended with EOS."""
     if not len(texts) == len(answers) == len(finished):
         raise ValueError(

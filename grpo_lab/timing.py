@@ -15,6 +15,10 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 CATEGORIES = ("generation", "reward", "forward_backward", "optimizer")
 
@@ -34,7 +38,7 @@ class Clock:
         self._opt_start: float | None = None
         self._undo: list = []
 
-    def install(self, model) -> Clock:
+    def install(self, model: torch.nn.Module) -> Clock:
         import torch
 
         def pre_forward(module, args, kwargs):
@@ -108,7 +112,7 @@ class StepLog:
         self._t = time.perf_counter()
         self._snap = self.clock.snapshot()
 
-    def end_step(self, **extra) -> None:
+    def end_step(self, **extra: float) -> None:
         now = time.perf_counter()
         snap = self.clock.snapshot()
         row = {"seconds": now - self._t}
@@ -120,7 +124,7 @@ class StepLog:
         self._t, self._snap = now, snap
 
 
-def sync(device) -> None:
+def sync(device: torch.device) -> None:
     """Wait for the accelerator, so a wall-clock reading covers the work queued before it."""
     import torch
 

@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -146,7 +146,13 @@ class ValueModel(torch.nn.Module):
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)
 
-    def forward(self, prompt_ids, prompt_mask, completion_ids, completion_mask):
+    def forward(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        completion_ids: torch.Tensor,
+        completion_mask: torch.Tensor,
+    ) -> torch.Tensor:
         ids = torch.cat([prompt_ids, completion_ids], dim=1)
         am = torch.cat([prompt_mask, completion_mask], dim=1)
         pos = (am.cumsum(dim=1) - 1).clamp_min(0)
@@ -623,7 +629,7 @@ class Trainer:
         self,
         steps: int | None = None,
         progress: bool = True,
-        callback=None,
+        callback: Callable[[dict], object] | None = None,
         checkpoint_dir: str | Path | None = None,
         save_every: int | None = None,
     ) -> list[dict]:
@@ -796,7 +802,7 @@ def run(
     n_eval: int = 1000,
     progress: bool = True,
     eval_every: int | None = None,
-    save_dir=None,
+    save_dir: str | Path | None = None,
     save_every: int | None = None,
 ) -> dict:
     """Train with ``cfg`` and return the command line's summary: before/after held-out greedy
@@ -870,7 +876,7 @@ def _plain(obj):
     return str(obj)
 
 
-def save_json(obj, path: str | Path) -> None:
+def save_json(obj: object, path: str | Path) -> None:
     """Write ``obj`` as strict JSON, atomically: a kill mid-write leaves the previous file whole."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -897,7 +903,7 @@ _stop_request: dict = {"signal": None, "depth": 0}  # signals reach the process,
 
 
 @contextmanager
-def stop_on_signal():
+def stop_on_signal() -> Iterator[None]:
     """While inside: the first SIGINT (Ctrl-C) or SIGTERM asks the run to stop after its current
     step (``_take_stop_request``); a second one raises ``KeyboardInterrupt`` at once. Nests; a no-op
     outside the main thread, where Python cannot install signal handlers."""
@@ -935,7 +941,7 @@ def _take_stop_request() -> bool:
     return True
 
 
-def policy_digest(model) -> str:
+def policy_digest(model: torch.nn.Module) -> str:
     """SHA-256 of the model's weights (names, dtypes, shapes and bytes): what ``resume`` checks the
     policy folder against."""
     h = hashlib.sha256()
@@ -1135,7 +1141,7 @@ _CONDITIONAL_FIELDS = (
 )
 
 
-def unused_fields(algo: Algorithm, names) -> dict[str, str]:
+def unused_fields(algo: Algorithm, names: Collection[str]) -> dict[str, str]:
     """Of the Algorithm field ``names``, those the trainer does not read for ``algo``, each with why."""
     out = {}
     for fields_, used, why in _CONDITIONAL_FIELDS:

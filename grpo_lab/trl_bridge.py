@@ -19,11 +19,20 @@ import tempfile
 import time
 import types
 from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .algorithms import Algorithm, get_algorithm
 from .checks import check_choice, check_positive_int
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+    from trl import GRPOTrainer
+
+    from .tasks import Task
+    from .trainer import TrainConfig
 
 LOSS_TYPE = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
 """The lab's ``aggregation`` -> TRL's ``loss_type``. ``"bnpo"`` is also ``token_mean`` on one process
@@ -115,7 +124,7 @@ def trl_loss_type(aggregation: str) -> str:
     return LOSS_TYPE[aggregation]
 
 
-def grpo_config_kwargs(algo="grpo", cfg=None) -> dict:
+def grpo_config_kwargs(algo: str | Algorithm = "grpo", cfg: TrainConfig | None = None) -> dict:
     """The ``GRPOConfig`` fields that reproduce ``algo`` (a preset name or an ``Algorithm``) with the run
     sizes of ``cfg`` (a ``TrainConfig``; default sizes when None), on one process.
 
@@ -160,7 +169,7 @@ def grpo_config_kwargs(algo="grpo", cfg=None) -> dict:
     return kw
 
 
-def trl_gaps(algo="grpo") -> list[str]:
+def trl_gaps(algo: str | Algorithm = "grpo") -> list[str]:
     """What of ``algo`` TRL's ``GRPOTrainer`` (trl 1.16) does not do, in words; empty when nothing.
 
     (DAPO's soft overlong penalty is not a gap: it is a reward function, ``trl.rewards.get_soft_overlong_punishment``,
@@ -193,28 +202,28 @@ class _IdentityAccelerator:
     num_processes = 1
     sync_gradients = True
 
-    def gather(self, x):
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
         return x
 
-    def gather_for_metrics(self, x):
+    def gather_for_metrics(self, x: torch.Tensor) -> torch.Tensor:
         return x
 
-    def reduce(self, x, reduction="sum"):
+    def reduce(self, x: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
         return x
 
 
 def trl_stand_in(
-    logp,
-    loss_type="dapo",
-    importance_sampling_level="token",
-    epsilon=0.2,
-    epsilon_high=None,
-    beta=0.0,
-    max_completion_length=None,
-    delta=None,
-    use_bias_correction_kl=False,
-    entropies=None,
-):
+    logp: torch.Tensor,
+    loss_type: str = "dapo",
+    importance_sampling_level: str = "token",
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+    beta: float = 0.0,
+    max_completion_length: int | None = None,
+    delta: float | None = None,
+    use_bias_correction_kl: bool = False,
+    entropies: torch.Tensor | None = None,
+) -> types.SimpleNamespace:
     """An object with exactly the attributes ``GRPOTrainer._compute_loss`` (trl 1.16) reads, whose
     ``_get_per_token_logps_and_entropies`` returns ``logp`` (so gradients flow to the caller's tensor)."""
     entropies = torch.zeros_like(logp.detach()) if entropies is None else entropies
@@ -247,21 +256,21 @@ def trl_stand_in(
 
 
 def trl_policy_loss(
-    logp,
-    old_logp,
-    advantages,
-    mask,
-    loss_type="dapo",
-    importance_sampling_level="token",
-    epsilon=0.2,
-    epsilon_high=None,
-    beta=0.0,
-    ref_logp=None,
-    max_completion_length=None,
-    delta=None,
-    use_bias_correction_kl=False,
-    entropies=None,
-):
+    logp: torch.Tensor,
+    old_logp: torch.Tensor | None,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    loss_type: str = "dapo",
+    importance_sampling_level: str = "token",
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+    beta: float = 0.0,
+    ref_logp: torch.Tensor | None = None,
+    max_completion_length: int | None = None,
+    delta: float | None = None,
+    use_bias_correction_kl: bool = False,
+    entropies: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """TRL's own ``GRPOTrainer._compute_loss`` on a batch of per-token log-probs.
 
     ``logp`` ``[B, T]`` (may require grad: the loss is differentiable w.r.t. it), ``old_logp`` ``[B, T]`` or
@@ -315,7 +324,7 @@ def trl_policy_loss(
 # --- TRL's trainer on the lab's model and task -------------------------------------------------------
 
 
-def reward_function(task, tokenizer):
+def reward_function(task: Task, tokenizer: PreTrainedTokenizerBase) -> Callable[..., list[float]]:
     """The task's reward as a TRL reward function: ``f(prompts, completions, completion_ids, answer, **kw)``.
 
     A completion counts as finished when its last token is EOS (TRL keeps the EOS in ``completion_ids``),
@@ -355,10 +364,10 @@ class _StepTimer:
 
 
 def make_trl_trainer(
-    model,
-    tokenizer,
-    task,
-    algo="grpo",
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    task: Task,
+    algo: str | Algorithm = "grpo",
     steps: int = 10,
     prompts_per_step: int = 16,
     group_size: int = 8,
@@ -367,8 +376,8 @@ def make_trl_trainer(
     temperature: float = 1.0,
     seed: int = 0,
     output_dir: str | None = None,
-    **config_overrides,
-):
+    **config_overrides: Any,
+) -> GRPOTrainer:
     """A TRL ``GRPOTrainer`` that trains ``model`` on ``task`` with the lab preset ``algo``'s settings.
 
     Offline, no logging service (``report_to="none"``), no checkpoints, one process; float32 and no
@@ -450,7 +459,7 @@ def _quiet_progress(trainer) -> None:
         trainer.add_callback(QuietProgress())
 
 
-def trl_history(trainer) -> list[dict]:
+def trl_history(trainer: GRPOTrainer) -> list[dict]:
     """TRL's per-step log as a list of dicts with the lab's names where they exist:
     ``step``, ``reward_mean``, ``accuracy`` (the task reward's mean), ``length_mean``, ``entropy``, ``kl``,
     ``clip_frac``, ``step_seconds`` (from the trainer's step timer, when it has one)."""
