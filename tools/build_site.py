@@ -1,7 +1,7 @@
 """Build the course as a static website: ``python tools/build_site.py`` writes ``build/site/``.
 
 The pages are the committed, executed notebooks (nothing is re-run: the site shows the outputs the
-repository holds), the README as the home page with its pictures, the instructor's guide, the key
+repository holds), the README as the home page with its pictures, the results, the instructor's guide, the key
 formulas and the full math sheet. ``docs/answers.md`` (the instructor's answer key) stays out of the
 site on purpose: the site is meant to be sent to learners.
 
@@ -102,7 +102,7 @@ def stage(katex_dist: Path) -> None:
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         stage_notebook(nb, SRC / "notebooks" / nb.name)
     (SRC / "docs").mkdir()
-    for page in ("instructors_guide.md", "formulas.md", "ALGORITHMS.md"):
+    for page in ("instructors_guide.md", "results.md", "formulas.md", "ALGORITHMS.md"):
         shutil.copyfile(ROOT / "docs" / page, SRC / "docs" / page)
     shutil.copytree(ROOT / "assets" / "figures", SRC / "assets" / "figures")
     js = SRC / "javascripts"
