@@ -113,6 +113,13 @@ def _vary(text: str) -> tuple[str, list]:
     return key, parsed
 
 
+def _add_set_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--set FIELD=VALUE``, repeatable, collected in ``args.overrides`` (train, compare and paired share it)."""
+    parser.add_argument(
+        "--set", dest="overrides", type=_override, action="append", default=[], metavar="FIELD=VALUE", help=help
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m grpo_lab", description="grpo_lab: RL post-training, seen step by step.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -156,15 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--resume", metavar="DIR", help="continue a run saved with --save for --steps more steps")
     t.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    t.add_argument(
-        "--set",
-        dest="overrides",
-        type=_override,
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="change one Algorithm field, e.g. --set minibatches=4 --set clip_high=0.28",
-    )
+    _add_set_option(t, "change one Algorithm field, e.g. --set minibatches=4 --set clip_high=0.28")
     t.add_argument("--quiet", action="store_true", help="no progress bars")
 
     e = sub.add_parser("eval", help="measure a checkpoint: greedy accuracy and pass@k")
@@ -206,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--eval-every", type=_positive_int, default=20)
     c.add_argument("--n-eval", type=_positive_int, default=1000)
     c.add_argument("--out", default="runs/compare", help="folder for each run's JSON and the summary")
-    c.add_argument("--set", dest="overrides", type=_override, action="append", default=[], metavar="FIELD=VALUE")
+    _add_set_option(c, "change one Algorithm field in every run")
 
     pr = sub.add_parser(
         "paired", help="one batch, several update rules: each arm's update from the same weights, every step"
@@ -231,15 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.2,
         help="a positive-advantage token counts as low-probability below this probability",
     )
-    pr.add_argument(
-        "--set",
-        dest="overrides",
-        type=_override,
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="change one Algorithm field in every arm, e.g. --set minibatches=8 --set epochs=2",
-    )
+    _add_set_option(pr, "change one Algorithm field in every arm, e.g. --set minibatches=8 --set epochs=2")
     pr.add_argument("--device", default=None)
     pr.add_argument("--json", metavar="FILE")
     pr.add_argument("--quiet", action="store_true")

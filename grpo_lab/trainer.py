@@ -355,7 +355,6 @@ class Trainer:
         """The next ``n`` training rows (columns as lists) of the prompt stream."""
         return self.task.train[self.prompt_indices(self.prompt_rng, len(self.task.train), n)]
 
-    _next_prompts = next_prompts  # its earlier, private name
 
     def _rollout(self, n_prompts: int, group_size: int):
         rows = self.next_prompts(n_prompts)

@@ -90,52 +90,19 @@ def plan(smoke: bool, out: Path, train_seconds: float | None) -> dict:
         pretrain = ["pretrain", "--size", "gpu", "--device", "cuda", "--out", str(policy), "--quiet"]
         device = "cuda"
         bench = ["--steps", "5", "--warmup", "2", "--pairs", "5"]
+    # The model and the batch, the same for every training run and the benchmark.
+    shared = ["--model", str(policy), "--device", device, "--prompts", str(sizes["prompts"]),
+              "--group-size", str(sizes["group_size"]), "--max-new-tokens", str(sizes["max_new_tokens"])]  # fmt: skip
     train = {}
     for algo in sorted(PRESETS):
-        argv = [
-            "train",
-            "--algo",
-            algo,
-            "--model",
-            str(policy),
-            "--task",
-            "sum3",
-            "--device",
-            device,
-            "--steps",
-            str(sizes["steps"]),
-            "--prompts",
-            str(sizes["prompts"]),
-            "--group-size",
-            str(sizes["group_size"]),
-            "--max-new-tokens",
-            str(sizes["max_new_tokens"]),
-            "--n-eval",
-            str(sizes["n_eval"]),
-            "--json",
-            str(out / f"train_{algo}.json"),
-            "--quiet",
-        ]
+        argv = ["train", "--algo", algo, "--task", "sum3", *shared, "--steps", str(sizes["steps"]),
+                "--n-eval", str(sizes["n_eval"]), "--json", str(out / f"train_{algo}.json"), "--quiet"]  # fmt: skip
         if sizes["train_seconds"]:
             argv += ["--seconds", str(sizes["train_seconds"])]
         if PRESETS[algo].advantage == "gfpo":  # sample twice the group, keep the group's size: the filter has work
             argv += ["--set", f"gfpo_group_size={2 * sizes['group_size']}"]
         train[algo] = argv
-    bench = [
-        "bench",
-        "--model",
-        str(policy),
-        "--device",
-        device,
-        "--prompts",
-        str(sizes["prompts"]),
-        "--group-size",
-        str(sizes["group_size"]),
-        "--max-new-tokens",
-        str(sizes["max_new_tokens"]),
-        "--json",
-        str(out / "bench.json"),
-    ] + bench
+    bench = ["bench", *shared, "--json", str(out / "bench.json"), *bench]
     notebooks = [] if smoke else sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
     return {
         "policy": str(policy),
