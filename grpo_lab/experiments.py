@@ -158,9 +158,10 @@ def compare(
     ``seconds`` gives each algorithm a time budget, ``max_samples`` every run the same sample budget."""
     out_dir = Path(out_dir or tempfile.mkdtemp(prefix="grpo_lab_compare_"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    results: dict[str, list[dict]] = {}
-    for algo in algos:
-        for seed in seeds:
+    results: dict[str, list[dict]] = {algo: [] for algo in algos}
+    # Seed-major order: a slow spell of the machine then falls on every algorithm, not on one.
+    for seed in seeds:
+        for algo in algos:
             budget = (seconds or {}).get(algo)
             s = run_one(
                 algo,
@@ -174,7 +175,7 @@ def compare(
                 max_samples=max_samples,
                 pass_k=pass_k,
             )
-            results.setdefault(algo, []).append(s)
+            results[algo].append(s)
             if progress:
                 progress(
                     f"{algo} seed {seed}: {s['before']['accuracy']:.3f} -> {final_accuracy(s):.3f} "

@@ -4,14 +4,17 @@ What counts as an exercise or a question is read from the notebooks, not from th
 
 - an exercise: every ``check("name", ...)`` call in a notebook's code (``grpo_lab.exercises``), and
   every markdown heading that says "Exercise";
+- a prediction or diagnosis: every ``ask("name", ...)`` call;
 - an open question: every markdown heading that ends with "?" or says "Question", and every question
   of a notebook's goal (its first cell).
 
 The key has a section per notebook (``## NN · ...``); an exercise's entry is a heading
 ``### Exercise `name` `` in that section, a question's entry a heading ``### Question: ...`` that contains
-the question's text. Each entry must say why (a paragraph that starts "**Why"), and each exercise's ``python``
-code block, run through the same ``check`` the learners use, must pass. Every exercise the package
-defines (``exercises.EXERCISES``) must be used by some notebook.
+the question's text, a prediction's entry a heading ``### Prediction `name` `` whose "**Answer: b.**" passes the
+same ``ask`` the learners use. Each entry must say why (a paragraph that starts "**Why"), and each exercise's
+``python`` code block, run through the same ``check`` the learners use, must pass. Every exercise and question
+the package defines (``exercises.EXERCISES``, ``exercises.QUESTIONS``) must be used by some notebook, and a
+notebook that asks a question must show all its choices, word for word.
 
 ``test_the_coverage_check_finds_a_missing_entry`` shows the check failing on a key with a gap.
 """
@@ -31,6 +34,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 ANSWERS = ROOT / "docs" / "answers.md"
 
 CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([A-Za-z0-9_]+)["']""")
+ASK_CALL = re.compile(r"""\bask\(\s*["']([A-Za-z0-9_]+)["']""")
+ANSWER = re.compile(r"\*\*Answer: ([a-e](?:, [a-e])*)\.?\*\*")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.MULTILINE)
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
@@ -64,6 +69,15 @@ def notebook_items(nb: dict) -> tuple[list[str], list[str]]:
     return names, questions
 
 
+def notebook_predictions(nb: dict) -> list[str]:
+    """The names of the ``ask("name", ...)`` predictions and diagnoses of one notebook, in order."""
+    names: list[str] = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            names += [n for n in ASK_CALL.findall(_text(cell["source"])) if n not in names]
+    return names
+
+
 def key_sections(markdown: str) -> dict[str, str]:
     """The key's text per notebook number ("00" ... "10")."""
     parts = re.split(r"^## (\d\d) ", markdown, flags=re.MULTILINE)
@@ -83,6 +97,9 @@ def missing_entries(nb_number: str, nb: dict, markdown: str) -> list[str]:
     for name in names:
         if f"Exercise `{name}`" not in entries:
             problems.append(f"exercise {name!r}: no '### Exercise `{name}`' in section {nb_number}")
+    for name in notebook_predictions(nb):
+        if f"Prediction `{name}`" not in entries:
+            problems.append(f"prediction {name!r}: no '### Prediction `{name}`' in section {nb_number}")
     asked = [_normalise(h.removeprefix("Question:")) for h in entries if h.startswith("Question:")]
     for q in questions:
         if not any(_normalise(q) in a for a in asked):
@@ -96,7 +113,9 @@ def missing_entries(nb_number: str, nb: dict, markdown: str) -> list[str]:
 def test_the_notebooks_have_exercises_and_questions():
     names = [n for p in NOTEBOOKS for n in notebook_items(json.loads(p.read_text()))[0]]
     questions = [q for p in NOTEBOOKS for q in notebook_items(json.loads(p.read_text()))[1]]
-    assert len(NOTEBOOKS) == 11 and len(names) >= 22 and questions, (len(NOTEBOOKS), names, questions)
+    predictions = [n for p in NOTEBOOKS for n in notebook_predictions(json.loads(p.read_text()))]
+    assert len(NOTEBOOKS) == 11 and len(names) >= 20 and len(predictions) >= 8 and questions, (
+        len(NOTEBOOKS), names, predictions, questions)
     assert "why is my loss about zero?" in [_normalise(q) for q in questions]  # the goal of notebook 01
 
 
@@ -105,6 +124,25 @@ def test_every_package_exercise_is_used_by_a_notebook():
     assert set(exercises.EXERCISES) == used, (
         f"in exercises.EXERCISES but in no notebook: {sorted(set(exercises.EXERCISES) - used)}; "
         f"checked in a notebook but not defined: {sorted(used - set(exercises.EXERCISES))}")
+
+
+def test_every_package_question_is_asked_by_a_notebook():
+    used = [n for p in NOTEBOOKS for n in notebook_predictions(json.loads(p.read_text()))]
+    assert len(used) == len(set(used)) and set(exercises.QUESTIONS) == set(used), (
+        f"asked twice: {sorted({n for n in used if used.count(n) > 1})}; in exercises.QUESTIONS but asked by no "
+        f"notebook: {sorted(set(exercises.QUESTIONS) - set(used))}; asked but not defined: "
+        f"{sorted(set(used) - set(exercises.QUESTIONS))}")
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if notebook_predictions(json.loads(p.read_text()))],
+                         ids=lambda p: p.stem)
+def test_a_notebook_shows_every_choice_of_its_questions(path):
+    nb = json.loads(path.read_text())
+    shown = _normalise(" ".join(_text(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"))
+    for name in notebook_predictions(nb):
+        for letter, text in exercises.QUESTIONS[name].choices.items():
+            choice = _normalise(f"- **{letter}** {text}")
+            assert choice in shown, f"{path.name}: {name} choice {letter} {text!r} is not shown"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -133,6 +171,22 @@ def test_each_answer_passes_the_learners_check(name, body):
     assert result.ok, f"the answer key's {name!r} fails the learners' check: {result!r}"
 
 
+def _prediction_cases():
+    for number, section in key_sections(ANSWERS.read_text()).items():
+        for heading, body in key_entries(section).items():
+            m = re.fullmatch(r"Prediction `(\w+)`", heading)
+            if m:
+                yield pytest.param(m.group(1), body, id=f"{number}-{m.group(1)}")
+
+
+@pytest.mark.parametrize("name, body", list(_prediction_cases()))
+def test_each_prediction_answer_passes_the_learners_ask(name, body):
+    found = ANSWER.findall(body)
+    assert len(found) == 1, f"answer to {name!r}: expected one '**Answer: b.**', found {found}"
+    result = exercises.ask(name, found[0])
+    assert result.ok, f"the answer key's {name!r} fails the learners' ask: {result!r}"
+
+
 def test_the_coverage_check_finds_a_missing_entry():
     nb = {"cells": [
         {"cell_type": "markdown", "source": "# 99 · x\n\n**Goal.** Look at it: does the loss fall?"},
@@ -150,3 +204,6 @@ def test_the_coverage_check_finds_a_missing_entry():
         "99 'Question: Why is it zero?': no '**Why...**' paragraph"
     ]
     assert missing_entries("98", nb, full) != []  # the entries must sit in the notebook's own section
+    nb["cells"].append({"cell_type": "code", "source": 'ask("std_scale", my_answer)', "outputs": []})
+    assert missing_entries("99", nb, full) == ["prediction 'std_scale': no '### Prediction `std_scale`' in section 99"]
+    assert missing_entries("99", nb, full + "\n### Prediction `std_scale`\n\n**Answer: c.**\n\n**Why.** e\n") == []

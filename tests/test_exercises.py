@@ -129,11 +129,6 @@ WRONG = {
             _centred, lambda x, m, T: x.sum() / (m.shape[0] * m.sum(1).max())
         ),  # longest completion, not L_max
     ],
-    "clip_higher_token_loss": [
-        lambda r, a, lo, hi: -torch.minimum(r * a, r.clamp(1 - lo, 1 + lo) * a),  # symmetric: eps_high ignored
-        lambda r, a, lo, hi: -torch.minimum(r * a, r.clamp(1 - hi, 1 + lo) * a),  # the two eps swapped
-        lambda r, a, lo, hi: -r.clamp(1 - lo, 1 + hi) * a,  # clip without the min
-    ],
     "soft_overlong_penalty": [
         _overlong_wrong("no_cap"),
         _overlong_wrong("hard"),
@@ -325,3 +320,124 @@ def test_unknown_exercise_is_a_value_error_listing_names():
         solution("nope")
     with pytest.raises(ValueError, match="fn must be a function"):
         check("gae", 3)
+
+
+# --- the predictions and diagnoses (``ask``) -------------------------------------------------------------
+
+from itertools import combinations  # noqa: E402
+
+from grpo_lab.exercises import QUESTIONS, ask, mystery_token_weights  # noqa: E402
+
+
+def _letter_sets(letters):
+    return ["".join(c) for n in range(len(letters) + 1) for c in combinations(sorted(letters), n)]
+
+
+@pytest.mark.parametrize("name", sorted(QUESTIONS))
+def test_only_the_right_letters_pass(name):
+    q = QUESTIONS[name]
+    assert ask(name, q.answer).ok and ask(name, q.answer.upper()).ok
+    assert ask(name, ", ".join(q.answer) if q.answer else "none").ok
+    for pick in _letter_sets(q.choices):
+        if pick != "".join(sorted(q.answer)):
+            result = ask(name, pick)
+            assert not result.ok and result.message.startswith("Not quite."), (pick, result)
+
+
+@pytest.mark.parametrize("name", sorted(QUESTIONS))
+def test_each_typical_wrong_answer_gets_its_own_reply(name):
+    q = QUESTIONS[name]
+    assert q.replies, f"{name}: no typical wrong answer is answered"
+    for pick, reply in q.replies.items():
+        result = ask(name, pick)
+        assert not result.ok and reply in result.message and q.answer not in ("", pick)
+
+
+@pytest.mark.parametrize("name", sorted(QUESTIONS))
+def test_no_answer_and_unreadable_answers_fail_naming_the_choices(name):
+    letters = ", ".join(sorted(QUESTIONS[name].choices))
+    assert not ask(name, None).ok and "replace None" in ask(name, None).message
+    for bad in ("z", 3, "the first one", ["a", 3]):
+        result = ask(name, bad)
+        assert not result.ok and f"letters from {letters}" in result.message, (bad, result)
+    assert repr(ask(name, None)).startswith(f"[FAIL] {name}: ") and "cases" not in repr(ask(name, None))
+
+
+def test_an_unknown_question_is_a_value_error_listing_names():
+    with pytest.raises(ValueError, match="name must be one of .*rare_success"):
+        ask("nope", "a")
+
+
+def _letter_of(q, words):
+    (letter,) = [k for k, text in q.choices.items() if words in text]
+    return letter
+
+
+def _group_adv_by_hand(rewards):
+    m, s = statistics.mean(rewards), statistics.stdev(rewards)
+    return [(r - m) / (s + 1e-4) for r in rewards]
+
+
+def test_rare_success_answer_by_hand():
+    x = _group_adv_by_hand([1.0] + [0.0] * 7)[0]
+    y = _group_adv_by_hand([1.0] * 7 + [0.0])[0]
+    assert round(x, 2) == 2.47 and round(y, 2) == 0.35  # the numbers the reply quotes
+    q = QUESTIONS["rare_success"]
+    assert q.answer == _letter_of(q, "the only one") and "2.47" in q.why and "0.35" in q.why
+
+
+def test_clip_gradient_answer_by_autograd_of_the_formula():
+    q = QUESTIONS["clip_gradient"]
+    moving = set()
+    for letter, text in q.choices.items():
+        r, a = (float(x) for x in re.fullmatch(r"r = ([\d.]+), A = ([+-]\d)", text).groups())
+        logp = torch.tensor(math.log(r), requires_grad=True)
+        ratio = logp.exp()
+        (-torch.minimum(ratio * a, ratio.clamp(0.8, 1.2) * a)).backward()
+        if logp.grad.abs() > 0:
+            moving.add(letter)
+    assert "".join(sorted(moving)) == q.answer == "bc"
+
+
+def test_std_scale_answer_by_hand():
+    p = _group_adv_by_hand([0.9, 1.0])[1]
+    qq = _group_adv_by_hand([0.0, 1.0])[1]
+    assert abs(p - qq) < 0.01 and round(p, 2) == 0.71 and round(qq, 2) == 0.71
+    q = QUESTIONS["std_scale"]
+    assert q.answer == _letter_of(q, "about the same")
+
+
+def test_mystery_heatmap_is_the_token_mean_by_hand():
+    m = mystery_token_weights()
+    w, lengths = m["weights"], m["lengths"]
+    total = sum(lengths)
+    assert total == 21 and len(lengths) * m["max_len"] == 48  # the numbers the replies quote
+    for i, (n, a) in enumerate(zip(lengths, m["advantages"])):
+        assert torch.allclose(w[i, :n], torch.full((n,), a / total, dtype=w.dtype)) and not w[i, n:].any()
+    q = QUESTIONS["mystery_aggregation"]
+    assert q.answer == _letter_of(q, "token_mean (DAPO")
+
+
+def _keeps_gradient(r, a, low, high):
+    logp = torch.tensor(math.log(r), requires_grad=True)
+    ratio = logp.exp()
+    (-torch.minimum(ratio * a, ratio.clamp(1 - low, 1 + high) * a)).backward()
+    return bool(logp.grad.abs() > 0)
+
+
+def test_clip_higher_frees_answer_by_autograd_of_the_formula():
+    q = QUESTIONS["clip_higher_frees"]
+    changed = set()
+    for letter, text in q.choices.items():
+        sign, r = re.fullmatch(r"A ([<>]) 0, ratio ([\d.]+)", text).groups()
+        a = 1.0 if sign == ">" else -1.0
+        if _keeps_gradient(float(r), a, 0.2, 0.2) != _keeps_gradient(float(r), a, 0.2, 0.28):
+            changed.add(letter)
+    assert "".join(sorted(changed)) == q.answer
+
+
+def test_clip_higher_who_answer_by_hand():
+    reachable = {p: 1.2 * p < 1.0 for p in (0.9, 0.05)}  # can the new probability pass 1.2 x the old one?
+    assert reachable == {0.9: False, 0.05: True}
+    q = QUESTIONS["clip_higher_who"]
+    assert q.answer == _letter_of(q, "probability 0.05")
