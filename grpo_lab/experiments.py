@@ -213,21 +213,6 @@ def mean_and_spread(values: Sequence[float | None]) -> dict:
     }
 
 
-def difference(a_values: Sequence[float | None], b_values: Sequence[float | None]) -> dict:
-    """``mean(b) - mean(a)`` with the standard error of that difference, sqrt(se_a^2 + se_b^2) (Welch).
-
-    ``clear`` is True when the difference is more than twice its standard error. With 2 or 3 seeds a
-    side this is a rough screen, not a significance test: the standard errors are themselves noisy,
-    and it ignores how many comparisons were made. ``welch_against_baseline`` is the test.
-    """
-    a, b = mean_and_spread(a_values), mean_and_spread(b_values)
-    if a["n"] < 2 or b["n"] < 2:
-        raise ValueError(f"a_values and b_values need >= 2 numbers each to estimate noise, got {a['n']} and {b['n']}")
-    diff = b["mean"] - a["mean"]
-    se = math.sqrt(a["se"] ** 2 + b["se"] ** 2)
-    return {"diff": diff, "se": se, "clear": abs(diff) > 2 * se}
-
-
 def _betainc(a: float, b: float, x: float) -> float:
     """The regularised incomplete beta function I_x(a, b), by its continued fraction (Lentz's method,
     as in Numerical Recipes 6.4): the Student t tail below needs it, and the lab does not depend on scipy."""

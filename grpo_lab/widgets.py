@@ -450,11 +450,11 @@ def zero_std_explorer(
 def seed_spread_explorer(
     results: dict, metrics: Sequence[str] | None = None, baseline: str | None = None
 ) -> ipywidgets.interactive:
-    """The bake-off table, one metric at a time: dots per seed, and whether each algorithm's gap to
-    ``baseline`` is more than twice its standard error, with the first n seeds (slider)."""
+    """The bake-off table, one metric at a time: dots per seed, and each algorithm's gap to ``baseline``
+    with the first n seeds (slider), marked * where Welch's t-test, Holm-corrected, calls it a difference."""
     import ipywidgets as w
 
-    from .experiments import RUN_METRICS, difference, run_metrics
+    from .experiments import RUN_METRICS, run_metrics, welch_against_baseline
 
     per_run = {a: [run_metrics(s) for s in runs] for a, runs in results.items()}
     metrics = list(metrics or [m for m in RUN_METRICS if any(r[m] is not None for rs in per_run.values() for r in rs)])
@@ -463,17 +463,17 @@ def seed_spread_explorer(
 
     def draw(metric, seeds):
         values = {a: [r[metric] for r in rs[:seeds]] for a, rs in per_run.items()}
-        verdicts = []
-        if seeds >= 2:
-            for a, v in values.items():
-                if a != baseline and None not in v and None not in values[baseline]:
-                    d = difference(values[baseline], v)
-                    verdicts.append(f"{a} {d['diff']:+.3g}{'*' if d['clear'] else ''}")
-        note = (
-            (f"vs {baseline} (* = more than 2 SE): " + ", ".join(verdicts))
-            if verdicts
-            else "one seed: no way to tell noise"
-        )
+        if seeds < 2:
+            note = "one seed: no way to tell noise"
+        elif any(None in v for v in values.values()):
+            note = "some runs did not record this metric: no test"
+        else:
+            try:
+                rows = welch_against_baseline({a: rs[:seeds] for a, rs in results.items()}, baseline, metric)
+                gaps = ", ".join(f"{r['algo']} {r['diff']:+.3g}{'*' if r['different'] else ''}" for r in rows)
+                note = f"vs {baseline} (* = Welch, Holm-corrected p < 0.05): {gaps}"
+            except ValueError:  # no spread at all (e.g. a step cap every run reached): nothing to test
+                note = "no spread across seeds: no test"
         viz.plot_seed_dots(values, RUN_METRICS[metric][0], title=f"{seeds} seed(s). {note}")
 
     metric = w.Dropdown(options=metrics, value=metrics[0], description="metric")

@@ -1,4 +1,4 @@
-"""The bake-off's helpers: spread across seeds, differences against noise, the seed table, the
+"""The bake-off's helpers: spread across seedss against noise, the seed table, the
 sample budget (trainer and command line), and the pass@k curve of ``evaluate``.
 
 Expected values are computed by hand here, never copied from the code under test.
@@ -13,7 +13,6 @@ import pytest
 
 from grpo_lab.experiments import (
     RUN_METRICS,
-    difference,
     format_seed_table,
     format_tests,
     holm,
@@ -40,17 +39,6 @@ def test_mean_and_spread_skips_missing_values_and_one_value_has_no_spread():
     assert s == {"n": 1, "mean": 2.0, "std": 0.0, "se": 0.0, "min": 2.0, "max": 2.0}
     with pytest.raises(ValueError, match="values must hold at least one number"):
         mean_and_spread([None])
-
-
-def test_difference_is_clear_only_beyond_two_standard_errors():
-    # a: mean 0.75, se 0.05/sqrt(3) = 0.02887; b: mean 0.55, same se; se of the difference 0.04082
-    d = difference([0.70, 0.75, 0.80], [0.50, 0.55, 0.60])
-    assert d["diff"] == pytest.approx(-0.20) and d["se"] == pytest.approx(0.05 * math.sqrt(2 / 3))
-    assert d["clear"]
-    close = difference([0.70, 0.75, 0.80], [0.72, 0.77, 0.82])  # 0.02 apart: well inside 2 * 0.0408
-    assert not close["clear"]
-    with pytest.raises(ValueError, match="need >= 2 numbers each"):
-        difference([0.7], [0.5, 0.6])
 
 
 # Reference values from scipy 1.17 (stats.ttest_ind(b, a, equal_var=False) and 2 * stats.t.sf), typed in:

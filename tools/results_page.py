@@ -31,7 +31,8 @@ from grpo_lab.experiments import (  # noqa: E402
 )
 
 ALGOS = ["grpo", "dr_grpo", "gspo", "dapo", "ppo", "gfpo"]
-SEEDS = [0, 1, 2]
+SEEDS = [0, 1, 2]  # the sample-budget race
+TIME_SEEDS = [0, 1, 2, 3, 4]  # the equal-time race
 RESULTS = ROOT / "docs" / "results.md"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -69,10 +70,11 @@ def _labelled(*run_sets: dict[str, list[dict]]) -> dict[str, list[dict]]:
 
 
 def _sample_runs() -> dict[str, list[dict]]:
-    """The sample-budget race, and PPO again with today's preset (several updates per rollout)."""
-    return _labelled(
-        load_runs(ALGOS, SEEDS, "samples_{algo}_seed{seed}"), load_runs(["ppo"], SEEDS, "samples_ppo_ep2mb2_seed{seed}")
-    )
+    return _labelled(load_runs(ALGOS, SEEDS, "samples_{algo}_seed{seed}"))
+
+
+def _time_runs() -> dict[str, list[dict]]:
+    return _labelled(load_runs(ALGOS, TIME_SEEDS, "timed_{algo}_seed{seed}"))
 
 
 def _labels_note(runs: dict[str, list[dict]]) -> str:
@@ -84,24 +86,33 @@ def _labels_note(runs: dict[str, list[dict]]) -> str:
 
 
 def time_budget_section() -> str:
-    runs = _labelled(load_runs(ALGOS, SEEDS, "timed_{algo}_seed{seed}"))
-    before = next(iter(runs.values()))[0]["before"]
+    runs = _time_runs()
+    first = next(iter(runs.values()))[0]
+    budgets = {s["config"]["max_seconds"] for summaries in runs.values() for s in summaries}
+    if len(budgets) != 1:
+        raise ValueError(f"the equal-time race must give every run the same seconds, found {sorted(budgets)}")
+    seconds = budgets.pop()
     table = format_seed_table(seed_table(runs, TIME_METRICS), TIME_METRICS)
-    return f"""## A race of unequal time budgets
+    tests = welch_against_baseline(runs, "grpo", "final")
+    return f"""## A race at equal time
 
-Each algorithm trained for its own budget of training seconds on the 2-core CPU, with its preset's
-default settings (16 prompts x 8 completions a step, temperature 1, up to 32 new tokens, AdamW 1e-4);
-held-out greedy accuracy on {before['n']:,} problems, the mean of the last two evaluations, from
-{before['accuracy']:.3f} before training; {len(SEEDS)} seeds, mean ± standard deviation across seeds.
-The budgets differ (`train s`), and so do the completions each algorithm drew in them (`samples`),
-so this table says what each algorithm reaches in its budget, not which is best at equal cost: the
-sample-budget race above is the fairer comparison. Lengths, entropy, KL and clip fraction are means
-over each run's last 10 steps (training batch; lengths in tokens).
+Every run trained for {seconds:.0f} s on the quiet 2-core CPU, one run at a time, the seeds interleaved
+(seed 0 of every algorithm, then seed 1, ...), each algorithm with its preset (16 prompts x 8 completions a
+step, temperature 1, up to 32 new tokens, AdamW 1e-4); held-out greedy accuracy on {first['before']['n']:,}
+problems, the mean of the last two evaluations, from {first['before']['accuracy']:.3f} before training;
+{len(TIME_SEEDS)} seeds, mean ± standard deviation across seeds. The same seconds buy different numbers of
+steps and of completions (`steps`, `samples`). Lengths, entropy, KL and clip fraction are means over each
+run's last 10 steps (training batch; lengths in tokens).
 
 {table}
 {_labels_note(runs)}
-Command: `python -m grpo_lab compare --seeds 0 1 2` (one run after another, each in its own process;
-committed as `assets/histories/timed_{{algo}}_seed{{0,1,2}}.json`, read by notebook 08).
+Held-out accuracy against GRPO's, by Welch's t-test with Holm's correction for the {len(tests)} comparisons:
+
+{format_tests(tests, "grpo")}
+
+Command: `python -m grpo_lab compare --seconds {seconds:.0f} --seeds {" ".join(map(str, TIME_SEEDS))}` (each run
+in its own process; committed as `assets/histories/timed_{{algo}}_seed{{{",".join(map(str, TIME_SEEDS))}}}.json`,
+read by notebooks 03, 06 and 08).
 """
 
 
@@ -131,8 +142,9 @@ side only large differences can pass:
 
 Command: `python -m grpo_lab compare --max-samples 6400 --pass-k 8 --n-eval 500 --eval-every 1000 --seeds S`
 for S = 0, 1, 2 (committed as `assets/histories/samples_{{algo}}_seed{{0,1,2}}.json`, read by notebook 08,
-which tests the differences against noise); PPO with today's preset by the same command with `--algos ppo`
-(committed as `samples_ppo_ep2mb2_seed{{0,1,2}}.json`).
+which tests the differences against noise). Seeds 0 and 1 ran as two processes sharing the CPU, seed 2 later,
+after the lab's rollout was made faster (which changes float rounding, not the algorithm), and PPO again once
+its preset took 2 epochs x 2 mini-batches per rollout: training seconds in this race rank nothing.
 """
 
 
