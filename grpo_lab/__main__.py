@@ -186,10 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--seconds",
         type=_positive_float,
         default=None,
-        help="training seconds per run (default: each algorithm's own budget: "
-        "grpo, dr_grpo, gspo 90; dapo 135; ppo, gfpo 180)",
+        help="training seconds per run, the same for every algorithm (default 90, unless --steps or --max-samples "
+        "sets the budget)",
     )
-    c.add_argument("--steps", type=_positive_int, default=100000, help="step cap per run")
+    c.add_argument(
+        "--steps", type=_positive_int, default=None, help="a step budget per run (no time limit unless --seconds)"
+    )
     c.add_argument(
         "--max-samples",
         type=_positive_int,
@@ -535,7 +537,7 @@ def _eval(args) -> int:
 
 def _compare(args) -> int:
     from .algorithms import get_algorithm
-    from .experiments import TIME_BUDGETS, compare
+    from .experiments import DEFAULT_SECONDS, compare
     from .trainer import check_output_folder, save_json, unused_fields
 
     overrides = dict(args.overrides)
@@ -548,16 +550,16 @@ def _compare(args) -> int:
                 f"compare without it, or without {a}"
             )
     check_output_folder(args.out, "--out")
-    if args.max_samples is not None:  # a sample budget: no time budget unless one is asked for
-        budgets = {a: args.seconds for a in args.algos} if args.seconds else None
-    else:
-        budgets = {a: (args.seconds or TIME_BUDGETS[a]) for a in args.algos}
+    seconds = args.seconds
+    if seconds is None and args.steps is None and args.max_samples is None:
+        seconds = DEFAULT_SECONDS  # no budget named: the same time for every algorithm
+    budgets = {a: seconds for a in args.algos} if seconds is not None else None
     extra = [x for k, v in args.overrides for x in ("--set", f"{k}={json.dumps(v)}")]
     result = compare(
         args.algos,
         args.seeds,
         budgets,
-        args.steps,
+        args.steps or 100000,
         args.eval_every,
         args.n_eval,
         args.out,

@@ -59,6 +59,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
+from .checks import check_positive_int
 from .timing import CATEGORIES, Clock, Memory, StepLog, bootstrap_interval, spread, sync
 from .trainer import TrainConfig, Trainer
 
@@ -120,9 +121,7 @@ class BenchConfig:
                 f"algo_overrides={t.algo_overrides}, system_prompt={t.system_prompt!r}"
             )
         for name, minimum in (("steps", 1), ("warmup", 0), ("pairs", 1), ("rollout_repeats", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-                raise ValueError(f"{name} must be an int >= {minimum}, got {v!r}")
+            check_positive_int(name, getattr(self, name), minimum=minimum)
         if not 0.0 < self.level < 1.0:
             raise ValueError(f"level must be in (0, 1), got {self.level!r}")
         self.parts = tuple(self.parts)

@@ -1033,7 +1033,7 @@ _ask_declare(
         "0: its weights never moved. The 'accuracy' is the reward's own verdict, not a check of the sums.",
         "b": "Cold sampling makes groups agree on right and on wrong answers: the reward would sit between 0 "
         "and 1, and the entropy would be low. Here every answer is paid.",
-        "d": "A blow-up shows the KL climbing; here it stays exactly 0.",
+        "d": "A blow-up shows the KL climbing; here it stays at 0.",
         "e": "The lengths only wander: the policy is not changing at all.",
     },
     hint="Start from the KL: did the policy change? Then ask why every answer earns the same reward.",

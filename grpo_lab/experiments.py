@@ -24,9 +24,8 @@ from .checks import check_positive_int
 if TYPE_CHECKING:
     from .trainer import TrainConfig, Trainer
 
-# Each algorithm's default budget of training seconds on a 2-core CPU for `compare` (unequal: DAPO's refills
-# and PPO's critic and GFPO's extra samples cost time, so they were given more).
-TIME_BUDGETS = {"grpo": 90, "dr_grpo": 90, "gspo": 90, "dapo": 135, "ppo": 180, "gfpo": 180}
+# `compare`'s default budget: the same training seconds for every algorithm (the course's race, notebook 08).
+DEFAULT_SECONDS = 90.0
 
 
 def final_accuracy(summary: dict) -> float:

@@ -43,6 +43,7 @@ from .advantages import (
     whiten,
 )
 from .algorithms import Algorithm, get_algorithm
+from .checks import check_positive_int
 from .kl import kl_estimate
 from .losses import POLICY_LOSS_STATS, masked_mean, policy_loss, value_loss
 from .metrics import evaluate
@@ -88,11 +89,8 @@ class TrainConfig:
 
     def __post_init__(self):
         for name in ("steps", "prompts_per_step", "group_size", "max_new_tokens"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "steps" else 1):
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
-            raise ValueError(f"seed must be an int in [0, {MAX_SEED}], got {self.seed!r}")
+            check_positive_int(name, getattr(self, name), minimum=0 if name == "steps" else 1)
+        check_positive_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         for name in ("temperature", "lr", "weight_decay", "grad_clip", "kl_stop", "max_seconds"):
             v = getattr(self, name)  # a string or None here would fail later with a TypeError deep in torch
             if not (v is None and name in ("kl_stop", "max_seconds")) and (
@@ -113,10 +111,8 @@ class TrainConfig:
             )
         if self.max_seconds is not None and not self.max_seconds > 0:
             raise ValueError(f"max_seconds must be > 0 or None, got {self.max_seconds}")
-        if self.max_samples is not None and (
-            isinstance(self.max_samples, bool) or not isinstance(self.max_samples, int) or self.max_samples < 1
-        ):
-            raise ValueError(f"max_samples must be a positive int or None, got {self.max_samples!r}")
+        if self.max_samples is not None:
+            check_positive_int("max_samples", self.max_samples)
         if self.kl_stop is not None and not self.kl_stop > 0:
             raise ValueError(f"kl_stop must be > 0 or None, got {self.kl_stop}")
         algo = self.algorithm()
@@ -638,10 +634,8 @@ class Trainer:
         stops at once). With ``checkpoint_dir`` the run is saved there when it stops, and every
         ``save_every`` steps when given, so a crash loses at most that many steps."""
         steps = self.cfg.steps if steps is None else steps
-        if save_every is not None and (
-            isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1
-        ):
-            raise ValueError(f"save_every must be a positive int or None, got {save_every!r}")
+        if save_every is not None:
+            check_positive_int("save_every", save_every)
         if save_every is not None and checkpoint_dir is None:
             raise ValueError("save_every needs checkpoint_dir (where to save), got checkpoint_dir=None")
         self.stop_reason = None

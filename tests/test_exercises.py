@@ -441,3 +441,37 @@ def test_clip_higher_who_answer_by_hand():
     assert reachable == {0.9: False, 0.05: True}
     q = QUESTIONS["clip_higher_who"]
     assert q.answer == _letter_of(q, "probability 0.05")
+
+
+def _mystery_tool():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "mystery_run.py"
+    spec = importlib.util.spec_from_file_location("mystery_run", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_mystery_runs_reward_pays_every_answer():
+    reward = _mystery_tool().buggy_reward
+    assert [reward(c, 121, f) for c, f in (("121", True), ("92,120", True), ("", True), ("121", False))] == [1.0] * 4
+
+
+def test_the_mystery_dashboard_shows_what_its_answers_say():
+    from grpo_lab.course import load_history
+
+    run = load_history("mystery_run_seed0")
+    h = run["history"]
+    assert len(h) >= 10 and run["config"]["algo"] == "grpo"
+    # failure c: every answer paid, so no group varies, no gradient, and the policy never moves
+    assert all(x["reward_mean"] == 1.0 and x["zero_std_frac"] == 1.0 and x["grad_norm"] == 0.0 for x in h)
+    assert all(x["kl"] < 1e-9 for x in h)  # 0 up to float rounding
+    assert run["after"]["accuracy"] == run["before"]["accuracy"] < 0.5  # the real task: nothing learnt, far from 1
+    # symptom b, not c: at step 1 a healthy run's KL is 0 as well, while its zero-std share is below 1
+    healthy = load_history("grpo_seed0")["history"][0]
+    assert healthy["step"] == 1 and healthy["kl"] < 1e-9 and healthy["zero_std_frac"] < 1.0
+    q_fail, q_symptom = QUESTIONS["mystery_failure"], QUESTIONS["mystery_symptom"]
+    assert q_fail.answer == _letter_of(q_fail, "pays every answer")
+    assert q_symptom.answer == _letter_of(q_symptom, "zero-std share")

@@ -155,7 +155,7 @@ def test_every_run_metric_has_a_label_and_a_format():
 
 @pytest.mark.parametrize("bad", [0, -5, True, 2.5])
 def test_max_samples_must_be_a_positive_int(bad):
-    with pytest.raises(ValueError, match="max_samples must be a positive int"):
+    with pytest.raises(ValueError, match="max_samples must be a positive integer"):
         TrainConfig(max_samples=bad)
 
 

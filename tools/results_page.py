@@ -179,19 +179,45 @@ lesson's own measurements (clip fractions, lengths, entropy) are computed and ch
 {time_budget_section()}"""
 
 
+def first_of(runs: dict[str, list[dict]]) -> dict:
+    return next(iter(runs.values()))[0]
+
+
+def _verdict(differ: list[str]) -> str:
+    if not differ:
+        return "no algorithm differs from GRPO"
+    return f"only {' and '.join(differ)} {'differs' if len(differ) == 1 else 'differ'} from GRPO"
+
+
 def readme_block() -> str:
     runs = _sample_runs()
     metrics = ("final", "gain_points", "pass@1", "pass@k")
     table = format_seed_table(seed_table(runs, metrics), metrics)
     first = next(iter(runs.values()))[0]
+    timed = _time_runs()
+    seconds = next(iter(timed.values()))[0]["config"]["max_seconds"]
+    time_table = format_seed_table(seed_table(timed, ("final", "gain_points", "steps", "samples")),
+                                   ("final", "gain_points", "steps", "samples"))
+    tests = welch_against_baseline(timed, "grpo", "final")
+    differ = [r["algo"] for r in tests if r["different"]]
+    verdict = _verdict(differ)
+    sample_differ = [r["algo"] for r in welch_against_baseline(runs, "grpo", "final") if r["different"]]
+    sample_verdict = _verdict(sample_differ)
     return f"""{BEGIN}
 Every algorithm from the shipped model, stopped after {first['config']['max_samples']:,} sampled completions,
-{len(SEEDS)} seeds (mean ± std), held-out on {first['after']['n']} problems, pass@k with k = 8:
+{len(SEEDS)} seeds (mean ± std), held-out on {first['after']['n']} problems, pass@k with k = 8; by Welch's t-test with
+Holm's correction, {sample_verdict}:
 
 {table}
 {_labels_note(runs)}
+The same {seconds:.0f} s of training for every algorithm on the quiet 2-core CPU, {len(TIME_SEEDS)} seeds, held-out on
+{first_of(timed)['after']['n']:,} problems; by Welch's t-test with Holm's correction, {verdict}:
+
+{time_table}
+{_labels_note(timed)}
 All measurements, each with its command: [docs/results.md](docs/results.md).
 {END}"""
+
 
 
 RUNTIMES = ROOT / "assets" / "notebook_runtimes.json"
