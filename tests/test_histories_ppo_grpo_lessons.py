@@ -1,9 +1,10 @@
 """The committed runs that notebooks 02 and 03 read were made with the settings their prose states.
 
 Notebook 02 compares PPO's preset (2 epochs x 2 mini-batches) with 4 x 4 rollout by rollout; notebook 03
-compares a GRPO run without a KL term with one that pays for KL in the loss, and labels the older PPO runs
-as "one update per rollout". If a file is regenerated with other settings, these fail before the prose
-silently stops describing it.
+compares a GRPO run without a KL term with one that pays for KL in the loss; notebooks 03, 06 and 08 read
+the two races, which they say ran today's presets, one with the same seconds and one with the same samples
+for every run. If a file is regenerated with other settings, these fail before the prose silently stops
+describing it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,21 @@ def test_beta_pair_is_grpo_with_only_beta_changed(beta):
     assert (alg["epochs"], alg["minibatches"]) == (1, 1)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_committed_ppo_runs_of_notebook_03_made_one_update_per_rollout(seed):
-    alg = load_history(f"ppo_seed{seed}")["algorithm"]
-    assert (alg["epochs"], alg["minibatches"]) == (1, 1)
+@pytest.mark.parametrize(
+    "pattern, seeds, budget",
+    [
+        ("timed_{algo}_seed{seed}", range(5), ("max_seconds", 90.0)),
+        ("samples_{algo}_seed{seed}", range(3), ("max_samples", 6400)),
+    ],
+)
+def test_the_races_ran_todays_presets_with_one_budget(pattern, seeds, budget):
+    from grpo_lab.algorithms import PRESETS
+
+    field, value = budget
+    for algo in ("grpo", "dr_grpo", "gspo", "dapo", "ppo", "gfpo"):
+        for seed in seeds:
+            run = load_history(pattern.format(algo=algo, seed=seed))
+            assert run["algo"] == algo and run["seed"] == seed and run["config"][field] == value
+            preset = PRESETS[algo]
+            differs = {k for k, v in run["algorithm"].items() if k != "name" and getattr(preset, k) != v}
+            assert not differs, f"{pattern.format(algo=algo, seed=seed)}: ran {differs} unlike today's preset"
