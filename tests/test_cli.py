@@ -353,3 +353,32 @@ def test_ctrl_c_while_the_command_is_still_starting_is_one_line_and_exit_130():
     assert proc.returncode == 130, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "interrupted" in lines[0] and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    "extra, seconds, steps",
+    [
+        ([], "90.0", "100000"),  # no budget named: the same 90 s for every algorithm
+        (["--seconds", "30"], "30.0", "100000"),
+        (["--steps", "7"], None, "7"),  # a step budget alone: no time limit
+        (["--max-samples", "640"], None, "100000"),  # a sample budget alone
+        (["--steps", "7", "--seconds", "30"], "30.0", "7"),
+    ],
+)
+def test_compare_gives_every_algorithm_the_same_budget(tmp_path, monkeypatch, extra, seconds, steps):
+    from grpo_lab import experiments
+
+    commands = []
+
+    def record(cmd):  # stands in for the child `train` process: note its command line, write a committed summary
+        commands.append(cmd)
+        summary = REPO / "assets" / "histories" / "timed_grpo_seed0.json"
+        Path(cmd[cmd.index("--json") + 1]).write_text(summary.read_text())
+
+    monkeypatch.setattr(experiments, "_run", record)
+    argv = ["compare", "--algos", "grpo", "dapo", "ppo", "--seeds", "0", "--out", str(tmp_path / "out"), *extra]
+    assert call(argv) == 0
+    assert [c[c.index("--algo") + 1] for c in commands] == ["grpo", "dapo", "ppo"]
+    for cmd in commands:
+        assert (cmd[cmd.index("--seconds") + 1] if "--seconds" in cmd else None) == seconds
+        assert cmd[cmd.index("--steps") + 1] == steps
