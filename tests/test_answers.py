@@ -151,15 +151,16 @@ def test_every_exercise_and_question_has_an_answer(path):
     assert not problems, f"{path.name}: docs/answers.md lacks:\n  " + "\n  ".join(problems)
 
 
-def _answer_cases():
+def _key_entries(kind: str):
+    """(name, body) of every ``### {kind} `name` `` entry of the key, as test parameters."""
     for number, section in key_sections(ANSWERS.read_text()).items():
         for heading, body in key_entries(section).items():
-            m = re.fullmatch(r"Exercise `(\w+)`", heading)
+            m = re.fullmatch(kind + r" `(\w+)`", heading)
             if m:
                 yield pytest.param(m.group(1), body, id=f"{number}-{m.group(1)}")
 
 
-@pytest.mark.parametrize("name, body", list(_answer_cases()))
+@pytest.mark.parametrize("name, body", list(_key_entries("Exercise")))
 def test_each_answer_passes_the_learners_check(name, body):
     blocks = CODE_BLOCK.findall(body)
     assert len(blocks) == 1, f"answer to {name!r}: expected one ```python block, found {len(blocks)}"
@@ -171,15 +172,7 @@ def test_each_answer_passes_the_learners_check(name, body):
     assert result.ok, f"the answer key's {name!r} fails the learners' check: {result!r}"
 
 
-def _prediction_cases():
-    for number, section in key_sections(ANSWERS.read_text()).items():
-        for heading, body in key_entries(section).items():
-            m = re.fullmatch(r"Prediction `(\w+)`", heading)
-            if m:
-                yield pytest.param(m.group(1), body, id=f"{number}-{m.group(1)}")
-
-
-@pytest.mark.parametrize("name, body", list(_prediction_cases()))
+@pytest.mark.parametrize("name, body", list(_key_entries("Prediction")))
 def test_each_prediction_answer_passes_the_learners_ask(name, body):
     found = ANSWER.findall(body)
     assert len(found) == 1, f"answer to {name!r}: expected one '**Answer: b.**', found {found}"
