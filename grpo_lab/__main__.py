@@ -553,12 +553,11 @@ def _compare(args) -> int:
     seconds = args.seconds
     if seconds is None and args.steps is None and args.max_samples is None:
         seconds = DEFAULT_SECONDS  # no budget named: the same time for every algorithm
-    budgets = {a: seconds for a in args.algos} if seconds is not None else None
     extra = [x for k, v in args.overrides for x in ("--set", f"{k}={json.dumps(v)}")]
     result = compare(
         args.algos,
         args.seeds,
-        budgets,
+        seconds,
         args.steps or 100000,
         args.eval_every,
         args.n_eval,

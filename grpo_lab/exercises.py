@@ -1099,6 +1099,9 @@ def ask(name: str, answer: object) -> Result:
     return Result(name, False, 0, 1, f"Not quite. Hint: {q.hint}", "question")
 
 
+_MYSTERY_AGGREGATION = "token_mean"  # the answer to notebook 04's question
+
+
 def mystery_token_weights() -> dict:
     """The heatmap of notebook 04's question: each token's push under an aggregation it does not name.
 
@@ -1107,9 +1110,6 @@ def mystery_token_weights() -> dict:
     lengths, advantages, max_len = [3, 6, 12], [1.0, -1.0, 1.0], 16
     weights = token_gradient_weights(lengths, advantages, _MYSTERY_AGGREGATION, max_len)
     return {"lengths": lengths, "advantages": advantages, "max_len": max_len, "weights": weights}
-
-
-_MYSTERY_AGGREGATION = "token_mean"
 
 
 def _as_tensor(x):

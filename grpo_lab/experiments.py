@@ -142,7 +142,7 @@ def _run(cmd: list[str]) -> None:
 def compare(
     algos: list[str],
     seeds: list[int],
-    seconds: dict[str, float] | None = None,
+    seconds: float | None = None,
     steps: int = 100000,
     eval_every: int = 20,
     n_eval: int = 1000,
@@ -154,18 +154,17 @@ def compare(
 ) -> dict:
     """Run every algorithm with every seed; return ``{"runs": {...}, "rows": [...], "table": str}``.
 
-    ``seconds`` gives each algorithm a time budget, ``max_samples`` every run the same sample budget."""
+    ``seconds`` gives every run the same time budget, ``max_samples`` the same sample budget."""
     out_dir = Path(out_dir or tempfile.mkdtemp(prefix="grpo_lab_compare_"))
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, list[dict]] = {algo: [] for algo in algos}
     # Seed-major order: a slow spell of the machine then falls on every algorithm, not on one.
     for seed in seeds:
         for algo in algos:
-            budget = (seconds or {}).get(algo)
             s = run_one(
                 algo,
                 seed,
-                budget,
+                seconds,
                 steps,
                 eval_every,
                 n_eval,

@@ -69,6 +69,11 @@ def _labelled(*run_sets: dict[str, list[dict]]) -> dict[str, list[dict]]:
     return out
 
 
+def first_of(runs: dict[str, list[dict]]) -> dict:
+    """The first run of a race (its settings are every run's)."""
+    return next(iter(runs.values()))[0]
+
+
 def _sample_runs() -> dict[str, list[dict]]:
     return _labelled(load_runs(ALGOS, SEEDS, "samples_{algo}_seed{seed}"))
 
@@ -87,7 +92,7 @@ def _labels_note(runs: dict[str, list[dict]]) -> str:
 
 def time_budget_section() -> str:
     runs = _time_runs()
-    first = next(iter(runs.values()))[0]
+    first = first_of(runs)
     budgets = {s["config"]["max_seconds"] for summaries in runs.values() for s in summaries}
     if len(budgets) != 1:
         raise ValueError(f"the equal-time race must give every run the same seconds, found {sorted(budgets)}")
@@ -118,7 +123,7 @@ read by notebooks 03, 06 and 08).
 
 def sample_budget_section() -> str:
     runs = _sample_runs()
-    first = next(iter(runs.values()))[0]
+    first = first_of(runs)
     shipped = json.loads((ROOT / "assets" / "histories" / "shipped_pass_at_k.json").read_text())
     k = max(int(x) for x in shipped["pass_at_k"])
     table = format_seed_table(seed_table(runs, SAMPLE_METRICS), SAMPLE_METRICS)
@@ -179,10 +184,6 @@ lesson's own measurements (clip fractions, lengths, entropy) are computed and ch
 {time_budget_section()}"""
 
 
-def first_of(runs: dict[str, list[dict]]) -> dict:
-    return next(iter(runs.values()))[0]
-
-
 def _verdict(differ: list[str]) -> str:
     if not differ:
         return "no algorithm differs from GRPO"
@@ -193,9 +194,9 @@ def readme_block() -> str:
     runs = _sample_runs()
     metrics = ("final", "gain_points", "pass@1", "pass@k")
     table = format_seed_table(seed_table(runs, metrics), metrics)
-    first = next(iter(runs.values()))[0]
+    first = first_of(runs)
     timed = _time_runs()
-    seconds = next(iter(timed.values()))[0]["config"]["max_seconds"]
+    seconds = first_of(timed)["config"]["max_seconds"]
     time_table = format_seed_table(seed_table(timed, ("final", "gain_points", "steps", "samples")),
                                    ("final", "gain_points", "steps", "samples"))
     tests = welch_against_baseline(timed, "grpo", "final")
