@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from .advantages import GFPO_METRICS, SCALES
-from .checks import check_choice
-from .kl import KL_KINDS
-from .losses import AGGREGATIONS, RATIO_LEVELS
+from .core.advantages import GFPO_METRICS, SCALES
+from .core.checks import check_choice
+from .core.kl import KL_KINDS
+from .core.losses import AGGREGATIONS, RATIO_LEVELS
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ QWEN_CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if
 @pytest.fixture(scope="session")
 def tiny_policy():
     """``(model, tokenizer)`` of the shipped tiny model. Read-only: do not train it."""
-    from grpo_lab.models import load_policy
+    from grpo_lab.lab.models import load_policy
 
     model, tokenizer = load_policy("tiny-sum3", device="cpu")
     return model, tokenizer
@@ -53,7 +53,7 @@ def fresh_policy(tiny_policy):
 
 @pytest.fixture(scope="session")
 def small_task():
-    from grpo_lab.tasks import get_task
+    from grpo_lab.lab.tasks import get_task
 
     return get_task("sum3", seed=0, n_train=256, n_test=16)
 
@@ -63,7 +63,7 @@ def tiny_qwen_dir(tmp_path_factory):
     """A folder holding a tiny random Qwen2ForCausalLM and a char tokenizer with a chat template."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from grpo_lab.models import build_char_tokenizer
+    from grpo_lab.lab.models import build_char_tokenizer
 
     tok = build_char_tokenizer(QWEN_CHARS)
     tok.chat_template = QWEN_CHAT_TEMPLATE

@@ -1,4 +1,4 @@
-"""Unit tests for ``grpo_lab.advantages``.
+"""Unit tests for ``grpo_lab.core.advantages``.
 
 Where the expected values come from:
 - the numeric vectors of ``shared/ALGORITHMS.md`` section 10 (GAE, whitening, RLOO, GRPO and
@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from grpo_lab.advantages import (
+from grpo_lab.core.advantages import (
     adaptive_k,
     dynamic_sampling_keep,
     gae,

@@ -2,7 +2,7 @@
 
 What counts as an exercise or a question is read from the notebooks, not from the key:
 
-- an exercise: every ``check("name", ...)`` call in a notebook's code (``grpo_lab.exercises``), and
+- an exercise: every ``check("name", ...)`` call in a notebook's code (``grpo_lab.course.exercises``), and
   every markdown heading that says "Exercise";
 - a prediction or diagnosis: every ``ask("name", ...)`` call;
 - an open question: every markdown heading that ends with "?" or says "Question", and every question
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab import exercises
+from grpo_lab.course import exercises
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

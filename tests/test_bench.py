@@ -17,18 +17,18 @@ import statistics
 import pytest
 import torch
 
-from grpo_lab.__main__ import main
-from grpo_lab.bench import ARMS, BenchConfig, compare, comparisons_for, run_order
-from grpo_lab.rollout import (
+from grpo_lab.bench.runner import ARMS, BenchConfig, compare, comparisons_for, run_order
+from grpo_lab.bench.timing import bootstrap_interval, quantile, spread
+from grpo_lab.cli.main import main
+from grpo_lab.lab.rollout import (
     SPEEDUPS,
     encode_prompts,
     sample_group,
     speedups_off,
     token_logps,
 )
-from grpo_lab.tasks import sum3_dataset
-from grpo_lab.timing import bootstrap_interval, quantile, spread
-from grpo_lab.trainer import TrainConfig, Trainer
+from grpo_lab.lab.tasks import sum3_dataset
+from grpo_lab.train.trainer import TrainConfig, Trainer
 
 PROMPTS, G, T, STEPS, WARMUP, PAIRS = 2, 2, 8, 2, 1, 2
 TINY = ["bench", "--prompts", str(PROMPTS), "--group-size", str(G), "--max-new-tokens", str(T), "--steps", str(STEPS),
@@ -416,7 +416,7 @@ def test_a_part_runs_in_a_fresh_spawned_process_as_it_does_on_cuda(monkeypatch):
     # config must cross to it and the result come back. Checked here on the CPU with the spawn path forced.
     import multiprocessing as mp
 
-    from grpo_lab import bench
+    from grpo_lab.bench import runner as bench
 
     started = []
     real_get_context = mp.get_context

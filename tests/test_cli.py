@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab.__main__ import main
-from grpo_lab.trainer import save_json
+from grpo_lab.cli.main import main
+from grpo_lab.train.trainer import save_json
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_TRAIN = ["train", "--algo", "grpo", "--steps", "1", "--prompts", "2", "--group-size", "2",
@@ -151,7 +151,7 @@ def one_error_line(capsys, *needles) -> str:
 @pytest.fixture
 def no_training(monkeypatch):
     """Fails the test if a run starts: the checks under test must come before the first step."""
-    import grpo_lab.trainer as trainer_mod
+    import grpo_lab.train.trainer as trainer_mod
 
     def refuse(*args, **kwargs):
         raise AssertionError("training started before the bad input was refused")
@@ -254,7 +254,7 @@ def test_task_gsm8k_offline_is_one_line(monkeypatch, capsys):
 
 
 def test_an_absurd_learning_rate_is_warned_about_before_the_run(capsys, monkeypatch, tmp_path):
-    import grpo_lab.trainer as trainer_mod
+    import grpo_lab.train.trainer as trainer_mod
 
     started = []
 
@@ -274,7 +274,7 @@ def test_an_absurd_learning_rate_is_warned_about_before_the_run(capsys, monkeypa
 
 
 def test_ctrl_c_during_training_saves_writes_the_summary_and_exits_130(tmp_path, capsys, monkeypatch):
-    import grpo_lab.trainer as trainer_mod
+    import grpo_lab.train.trainer as trainer_mod
 
     real_step = trainer_mod.Trainer.train_step
 
@@ -299,7 +299,7 @@ def test_ctrl_c_during_training_saves_writes_the_summary_and_exits_130(tmp_path,
     summary = json.loads(out.read_text())
     assert summary["stop_reason"] == "interrupted" and summary["steps"] == 2 and summary["after"] is None
     assert len(summary["history"]) == 2
-    from grpo_lab.trainer import Trainer
+    from grpo_lab.train.trainer import Trainer
 
     assert Trainer.resume(ckpt).step == 2
 
@@ -311,7 +311,7 @@ def test_quiet_silences_the_shard_writing_progress_bar(tmp_path, capsys):
 
 
 def test_compare_forwards_a_runs_one_line_error_not_its_traceback(tmp_path):
-    from grpo_lab.experiments import ChildRunFailed, _run
+    from grpo_lab.study.experiments import ChildRunFailed, _run
 
     with pytest.raises(ChildRunFailed) as info:
         _run(
@@ -324,7 +324,7 @@ def test_compare_forwards_a_runs_one_line_error_not_its_traceback(tmp_path):
 
 
 def test_compare_prints_a_failed_runs_line_and_exits_with_its_status(tmp_path, capsys, monkeypatch):
-    from grpo_lab import experiments
+    from grpo_lab.study import experiments
 
     def failing(cmd):
         raise experiments.ChildRunFailed(
@@ -366,7 +366,7 @@ def test_ctrl_c_while_the_command_is_still_starting_is_one_line_and_exit_130():
     ],
 )
 def test_compare_gives_every_algorithm_the_same_budget(tmp_path, monkeypatch, extra, seconds, steps):
-    from grpo_lab import experiments
+    from grpo_lab.study import experiments
 
     commands = []
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_lab import course
-from grpo_lab.trainer import TrainConfig, run
+from grpo_lab.course.profile import profile as course
+from grpo_lab.train.trainer import TrainConfig, run
 
 # What the notebooks read from a history file (see notebooks 01 and 03).
 SUMMARY_KEYS = {

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab import doctor
-from grpo_lab.__main__ import main
+from grpo_lab.cli import doctor
+from grpo_lab.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,22 +133,22 @@ def test_torch_outside_the_tested_range(monkeypatch):
 
 
 def test_cuda_build_without_a_gpu_points_to_the_cpu_build(monkeypatch):
-    import grpo_lab.models
+    import grpo_lab.lab.models
 
     monkeypatch.setattr(doctor, "_import", _fake_import("torch", _fake_torch("2.13.0+cu128", cuda="12.8")))
-    monkeypatch.setattr(grpo_lab.models, "pick_device", lambda device=None: torch.device("cpu"))
+    monkeypatch.setattr(grpo_lab.lab.models, "pick_device", lambda device=None: torch.device("cpu"))
     c = doctor.check_torch()
     assert c.status == "warn" and "CUDA 12.8 build" in c.message
     assert "TORCH_INDEX=https://download.pytorch.org/whl/cpu" in c.message
 
 
 def test_omp_num_threads_that_idles_cores_is_named(monkeypatch):
-    import grpo_lab.models
+    import grpo_lab.lab.models
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setattr(doctor.os, "cpu_count", lambda: 8)
     monkeypatch.setattr(doctor, "_import", _fake_import("torch", _fake_torch(threads=1)))
-    monkeypatch.setattr(grpo_lab.models, "pick_device", lambda device=None: torch.device("cpu"))
+    monkeypatch.setattr(grpo_lab.lab.models, "pick_device", lambda device=None: torch.device("cpu"))
     c = doctor.check_torch()
     assert c.status == "warn" and "1 threads on 8 cores" in c.message and "unset it" in c.message
 
@@ -163,21 +163,21 @@ def test_transformers_missing_or_too_old(monkeypatch):
 
 
 def test_model_that_does_not_load(monkeypatch):
-    import grpo_lab.models
+    import grpo_lab.lab.models
 
     def gone(*a, **k):
         raise OSError("assets/tiny-sum3 does not appear to have a file named model.safetensors\nmore detail")
 
-    monkeypatch.setattr(grpo_lab.models, "load_policy", gone)
+    monkeypatch.setattr(grpo_lab.lab.models, "load_policy", gone)
     c = doctor.check_model()
     assert c.status == "FAIL" and "OSError: assets/tiny-sum3" in c.message and "more detail" not in c.message
     assert "git checkout assets/tiny-sum3" in c.message
 
 
 def test_damaged_model_that_answers_nothing_right(monkeypatch):
-    import grpo_lab.models
+    import grpo_lab.lab.models
 
-    real = grpo_lab.models.load_policy
+    real = grpo_lab.lab.models.load_policy
 
     def zeroed(*a, **k):  # weights wiped: every logit equal, so no sum comes out right
         model, tok = real(*a, **k)
@@ -186,7 +186,7 @@ def test_damaged_model_that_answers_nothing_right(monkeypatch):
                 p.zero_()
         return model, tok
 
-    monkeypatch.setattr(grpo_lab.models, "load_policy", zeroed)
+    monkeypatch.setattr(grpo_lab.lab.models, "load_policy", zeroed)
     c = doctor.check_model()
     assert c.status == "FAIL" and f"0 of {doctor.N_PROMPTS}" in c.message and "damaged" in c.message
 
@@ -200,7 +200,7 @@ def test_shipped_model_answers():
 
 
 def test_training_step_with_a_nan_loss_fails(monkeypatch):
-    from grpo_lab.trainer import Trainer
+    from grpo_lab.train.trainer import Trainer
 
     monkeypatch.setattr(
         Trainer, "train_step", lambda self, batch=None: {"loss": float("nan"), "grad_norm": float("nan")}
@@ -212,7 +212,7 @@ def test_training_step_with_a_nan_loss_fails(monkeypatch):
 
 
 def test_training_step_that_skips_its_update_warns(monkeypatch):
-    from grpo_lab.trainer import Trainer
+    from grpo_lab.train.trainer import Trainer
 
     monkeypatch.setattr(Trainer, "train_step", lambda self, batch=None: {"skipped": "no reward spread in any group"})
     c = doctor.check_training()

@@ -14,7 +14,7 @@ import statistics
 import pytest
 import torch
 
-from grpo_lab.exercises import EXERCISES, Result, check, solution
+from grpo_lab.course.exercises import EXERCISES, Result, check, solution
 
 
 def _stub(*args, **kwargs):
@@ -326,7 +326,7 @@ def test_unknown_exercise_is_a_value_error_listing_names():
 
 from itertools import combinations  # noqa: E402
 
-from grpo_lab.exercises import QUESTIONS, ask, mystery_token_weights  # noqa: E402
+from grpo_lab.course.exercises import QUESTIONS, ask, mystery_token_weights  # noqa: E402
 
 
 def _letter_sets(letters):
@@ -460,7 +460,7 @@ def test_the_mystery_runs_reward_pays_every_answer():
 
 
 def test_the_mystery_dashboard_shows_what_its_answers_say():
-    from grpo_lab.course import load_history
+    from grpo_lab.study.histories import load_history
 
     run = load_history("mystery_run_seed0")
     h = run["history"]

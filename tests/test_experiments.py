@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from grpo_lab.experiments import (
+from grpo_lab.study.experiments import (
     RUN_METRICS,
     format_seed_table,
     format_tests,
@@ -23,7 +23,7 @@ from grpo_lab.experiments import (
     welch_against_baseline,
     welch_test,
 )
-from grpo_lab.trainer import TrainConfig, Trainer
+from grpo_lab.train.trainer import TrainConfig, Trainer
 
 
 def test_mean_and_spread_by_hand():
@@ -172,7 +172,7 @@ def test_a_sample_budget_stops_once_enough_completions_were_sampled(fresh_policy
 
 
 def test_evaluate_reports_the_whole_pass_at_k_curve(tiny_policy, small_task):
-    from grpo_lab.metrics import evaluate
+    from grpo_lab.lab.metrics import evaluate
 
     model, tok = tiny_policy
     out = evaluate(model, tok, small_task, n_prompts=6, samples=4, max_new_tokens=12, seed=0)
@@ -184,7 +184,7 @@ def test_evaluate_reports_the_whole_pass_at_k_curve(tiny_policy, small_task):
 
 
 def test_cli_train_accepts_a_sample_budget(tmp_path):
-    from grpo_lab.__main__ import main
+    from grpo_lab.cli.main import main
 
     out = tmp_path / "run.json"
     rc = main(

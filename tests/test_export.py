@@ -1,4 +1,4 @@
-"""grpo_lab.export: every preset written as a TRL or verl recipe, checked against the engines themselves.
+"""grpo_lab.scale.export: every preset written as a TRL or verl recipe, checked against the engines themselves.
 
 - TRL: the exported script runs two optimiser steps on the shipped tiny model (CPU, no vLLM, ``--smoke``),
   every ``GRPOConfig`` field is one TRL accepts, and what TRL resolved at run time (its ``GRPOConfig`` and the
@@ -9,7 +9,7 @@
   dataclasses need ``import verl`` (torch, ray, verl's transformers), and a run needs GPUs and vLLM.
 
 Expected values are the papers' and the engines' documented defaults, written by hand (ALGORITHMS.md;
-trl/trainer/grpo_config.py; verl's trainer/config), not read back from grpo_lab.export.
+trl/trainer/grpo_config.py; verl's trainer/config), not read back from grpo_lab.scale.export.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab.__main__ import main
 from grpo_lab.algorithms import PRESETS, get_algorithm
-from grpo_lab.export import (
+from grpo_lab.cli.main import main
+from grpo_lab.scale.export import (
     ACCELERATE_CONFIGS,
     export_recipe,
     refusal,
@@ -32,7 +32,7 @@ from grpo_lab.export import (
     trl_settings,
     verl_overrides,
 )
-from grpo_lab.trl_bridge import VERL_KEYS
+from grpo_lab.scale.trl_bridge import VERL_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "assets" / "tiny-sum3")

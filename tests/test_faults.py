@@ -42,10 +42,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import grpo_lab.trainer as trainer_mod
-from grpo_lab.__main__ import main
-from grpo_lab.tasks import get_task
-from grpo_lab.trainer import TrainConfig, Trainer, policy_digest
+import grpo_lab.train.trainer as trainer_mod
+from grpo_lab.cli.main import main
+from grpo_lab.lab.tasks import get_task
+from grpo_lab.train.trainer import TrainConfig, Trainer, policy_digest
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the fault suite forks the test process")
 

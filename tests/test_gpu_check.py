@@ -19,8 +19,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 import gpu_check  # noqa: E402
 
 from grpo_lab.algorithms import PRESETS  # noqa: E402
-from grpo_lab.course import PROFILES  # noqa: E402
-from grpo_lab.pretrain import GPU_MODEL_DIR  # noqa: E402
+from grpo_lab.course.profile import PROFILES  # noqa: E402
+from grpo_lab.lab.pretrain import GPU_MODEL_DIR  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +113,8 @@ def test_without_cuda_the_full_run_refuses_in_one_line(capsys):
 def test_the_gpu_policy_size_has_34_million_parameters():
     from transformers import LlamaForCausalLM
 
-    from grpo_lab.models import tiny_llama_config
-    from grpo_lab.pretrain import SIZES
+    from grpo_lab.lab.models import tiny_llama_config
+    from grpo_lab.lab.pretrain import SIZES
 
     s = SIZES["gpu"]
     with torch.device("meta"):
@@ -138,7 +138,7 @@ def test_the_gpu_policy_size_has_34_million_parameters():
     ],
 )
 def test_pretrain_rejects_bad_sizes_naming_them(tmp_path, kwargs, needle):
-    from grpo_lab.pretrain import pretrain
+    from grpo_lab.lab.pretrain import pretrain
 
     with pytest.raises(ValueError, match=needle):
         pretrain(out_dir=tmp_path, max_steps=1, progress=False, **kwargs)

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from grpo_lab import viz, widgets  # noqa: E402
+from grpo_lab.course import viz, widgets  # noqa: E402
 
 
 def test_clip_share_against_the_gspo_vector():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_lab.course import load_history
+from grpo_lab.study.histories import load_history
 
 
 @pytest.mark.parametrize("name, epochs, minibatches", [("ppo_ep2mb2_seed0", 2, 2), ("ppo_ep4mb4_seed0", 4, 4)])

@@ -1,4 +1,4 @@
-"""Unit tests for ``grpo_lab.kl``: the k1/k2/k3/k3+ estimators and the adaptive KL controller.
+"""Unit tests for ``grpo_lab.core.kl``: the k1/k2/k3/k3+ estimators and the adaptive KL controller.
 
 Where the expected values come from:
 - ``shared/ALGORITHMS.md`` section 10 ("KL estimators, single sample", "KL estimators, gradient
@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from grpo_lab.kl import adaptive_kl_beta, kl_estimate
+from grpo_lab.core.kl import adaptive_kl_beta, kl_estimate
 
 F64 = torch.float64
 

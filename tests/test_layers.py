@@ -1,16 +1,10 @@
-"""The package's layers, enforced: a module may import only modules of its own layer or below.
-
-    math        checks, advantages, losses, kl, rewards   (torch and the standard library only)
-    core        algorithms, models, tasks, rollout
-    measure     timing, metrics, course, pretrain
-    train       trainer
-    experiment  experiments, trl_bridge, export, bench, exercises, doctor
-    show        viz, widgets                              (never the trainer: plots do not train)
-    cli         __main__
+"""The package's layers are its folders, enforced: a module may import only from its own folder and the
+folders before it in ``LAYERS`` (the order ``grpo_lab/__init__.py`` describes).
 
 Imports are read from the source (every ``import``, also those inside functions, since a lazy import
-is still a dependency), so a new upward arrow fails here before anyone runs it. A second check
-imports the bottom layers in a fresh interpreter and looks at what came with them.
+is still a dependency), so a new upward arrow fails here before anyone runs it. Within a folder, the
+module graph must have no cycle. A last check imports the plotting modules in a fresh interpreter and
+looks at what came with them.
 """
 
 from __future__ import annotations
@@ -23,85 +17,118 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "grpo_lab"
-LAYERS = {
-    "math": ("checks", "advantages", "losses", "kl", "rewards"),
-    "core": ("algorithms", "models", "tasks", "rollout"),
-    "measure": ("timing", "metrics", "course", "pretrain"),
-    "train": ("trainer",),
-    "experiment": ("experiments", "trl_bridge", "export", "bench", "exercises", "doctor"),
-    "show": ("viz", "widgets"),
-    "cli": ("__main__",),
-}
-RANK = {module: rank for rank, modules in enumerate(LAYERS.values()) for module in modules}
-MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+# A folder (or top-level module) may import from itself and from those before it.
+LAYERS = ("core", "lab", "algorithms", "train", "study", "scale", "bench", "course", "cli")
+RANK = {layer: rank for rank, layer in enumerate(LAYERS)}
+MODULES = sorted(
+    ".".join(p.relative_to(PACKAGE).with_suffix("").parts)
+    for p in PACKAGE.rglob("*.py")
+    if p.name != "__init__.py" and p.relative_to(PACKAGE).parts != ("__main__.py",)
+)
+
+
+def layer(module: str) -> str:
+    """``"train.trainer"`` -> ``"train"``; ``"algorithms"`` -> ``"algorithms"``."""
+    return module.split(".")[0]
 
 
 def imports(module: str) -> tuple[set[str], set[str]]:
-    """``(package modules, outside top-level packages)`` that ``module`` imports anywhere in its source."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    """``(package modules as dotted paths, outside top-level packages)`` that ``module`` imports anywhere."""
+    path = PACKAGE / (module.replace(".", "/") + ".py")
+    here = module.split(".")[:-1]
     inside, outside = set(), set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level > 0 or (node.module or "").startswith("grpo_lab"):
-                name = (node.module or "").removeprefix("grpo_lab").lstrip(".")
-                if name:
-                    inside.add(name.split(".")[0])
-                else:  # from . import viz
-                    inside.update(a.name for a in node.names)
+            if node.level > 0:
+                base = here[: len(here) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif (node.module or "").startswith("grpo_lab"):
+                target = node.module.removeprefix("grpo_lab").lstrip(".")
             else:
                 outside.add(node.module.split(".")[0])
+                continue
+            for alias in node.names:  # `from . import viz` names a module; `from .x import f` a name in x
+                as_module = f"{target}.{alias.name}" if target else alias.name
+                inside.add(as_module if as_module in MODULES else target)
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                top = alias.name.split(".")[0]
-                (inside if top == "grpo_lab" else outside).add(top)
-    return inside, outside
+                if alias.name.startswith("grpo_lab."):
+                    inside.add(alias.name.removeprefix("grpo_lab."))
+                else:
+                    outside.add(alias.name.split(".")[0])
+    return {m for m in inside if m}, outside
 
 
-def test_every_module_has_a_layer():
-    assert set(MODULES) == set(RANK), f"add new modules to LAYERS: {sorted(set(MODULES) ^ set(RANK))}"
+def test_every_module_sits_in_a_layer():
+    assert {layer(m) for m in MODULES} <= set(RANK), sorted({layer(m) for m in MODULES} - set(RANK))
 
 
 @pytest.mark.parametrize("module", MODULES)
-def test_no_module_imports_a_layer_above_its_own(module):
+def test_no_module_imports_a_layer_after_its_own(module):
     inside, _ = imports(module)
-    upward = sorted(m for m in inside if RANK[m] > RANK[module])
-    assert not upward, f"{module} ({_layer(module)}) imports {[(m, _layer(m)) for m in upward]}"
+    upward = sorted(m for m in inside if RANK[layer(m)] > RANK[layer(module)])
+    assert not upward, f"{module} (layer {layer(module)}) imports {upward}"
 
 
-@pytest.mark.parametrize("module", LAYERS["math"])
-def test_the_math_layer_imports_only_torch_the_standard_library_and_itself(module):
+def test_no_cycle_between_modules():
+    graph = {m: {t for t in imports(m)[0] if t in MODULES} for m in MODULES}
+    done: set[str] = set()
+
+    def visit(m: str, path: list[str]) -> None:
+        if m in path:
+            raise AssertionError(f"import cycle: {' -> '.join(path[path.index(m):] + [m])}")
+        if m in done:
+            return
+        for t in sorted(graph[m]):
+            visit(t, path + [m])
+        done.add(m)
+
+    for m in MODULES:
+        visit(m, [])
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if layer(m) == "core"])
+def test_the_formulas_import_only_torch_the_standard_library_and_each_other(module):
     inside, outside = imports(module)
-    assert inside <= set(LAYERS["math"]), sorted(inside - set(LAYERS["math"]))
+    assert {layer(m) for m in inside} <= {"core"}, sorted(inside)
     third_party = sorted(m for m in outside if m not in sys.stdlib_module_names and m != "__future__")
     assert third_party in ([], ["torch"]), third_party
 
 
-@pytest.mark.parametrize("module", LAYERS["show"])
+@pytest.mark.parametrize("module", ["course.viz", "course.widgets"])
 def test_plots_never_import_the_trainer(module):
     inside, _ = imports(module)
-    assert "trainer" not in inside
+    assert not {m for m in inside if layer(m) == "train"}, sorted(inside)
 
 
-def test_the_trainer_never_draws():
-    inside, outside = imports("trainer")
-    assert not inside & set(LAYERS["show"])
-    assert not outside & {"matplotlib", "ipywidgets"}
+def test_the_training_loop_never_draws():
+    for module in (m for m in MODULES if layer(m) == "train"):
+        inside, outside = imports(module)
+        assert not {m for m in inside if layer(m) == "course"}, module
+        assert not outside & {"matplotlib", "ipywidgets"}, module
 
 
-def test_importing_the_bottom_layers_loads_nothing_above_them():
+def test_importing_the_plots_loads_no_trainer_and_the_trainer_loads_no_plots():
     code = (
         "import sys\n"
-        "import grpo_lab.viz, grpo_lab.widgets\n"
+        "import grpo_lab.course.viz, grpo_lab.course.widgets\n"
         "print(' '.join(sorted(m for m in sys.modules if m.startswith('grpo_lab.'))))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent
     ).stdout.split()
-    assert "grpo_lab.trainer" not in out, out
-    code = "import sys, grpo_lab.trainer\nprint('matplotlib' in sys.modules, 'grpo_lab.viz' in sys.modules)\n"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
+    assert not [m for m in out if m.startswith("grpo_lab.train")], out
+    code = (
+        "import sys, grpo_lab.train.trainer\n"
+        "print('matplotlib' in sys.modules, 'grpo_lab.course.viz' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent
+    )
     assert out.stdout.split() == ["False", "False"]
 
 
-def _layer(module: str) -> str:
-    return next(name for name, modules in LAYERS.items() if module in modules)
+def test_the_import_rule_can_fail():
+    """The reader above must see a real upward import, or every test here passes vacuously."""
+    inside, _ = imports("train.trainer")
+    assert "core.losses" in inside and "lab.rollout" in inside, sorted(inside)

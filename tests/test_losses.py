@@ -1,4 +1,4 @@
-"""Unit tests for ``grpo_lab.losses``: the clipped policy loss, value loss, entropy and masked means.
+"""Unit tests for ``grpo_lab.core.losses``: the clipped policy loss, value loss, entropy and masked means.
 
 Where the expected values come from:
 - ``shared/ALGORITHMS.md`` section 10 (PPO surrogate, dual clip, clip-higher, value loss,
@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from grpo_lab.losses import entropy_from_logits, masked_mean, masked_sum, policy_loss, value_loss
+from grpo_lab.core.losses import entropy_from_logits, masked_mean, masked_sum, policy_loss, value_loss
 
 F64 = torch.float64
 
@@ -647,7 +647,7 @@ def test_masked_mean_over_a_dim_gives_nan_for_an_empty_slice_and_the_means_elsew
 
 
 def test_sequence_log_ratio_is_the_mean_token_log_ratio_over_valid_tokens():
-    from grpo_lab.losses import sequence_log_ratio
+    from grpo_lab.core.losses import sequence_log_ratio
 
     # ALGORITHMS.md section 6: token ratios [1.10, 0.95, 1.30, 0.90] give s = 1.051539.
     lr = torch.log(t([[1.10, 0.95, 1.30, 0.90]]))
@@ -658,7 +658,7 @@ def test_sequence_log_ratio_is_the_mean_token_log_ratio_over_valid_tokens():
 
 
 def test_clip_masks_mark_where_the_clip_acts_by_the_sign_of_the_advantage():
-    from grpo_lab.losses import clip_masks
+    from grpo_lab.core.losses import clip_masks
 
     r = t([0.5, 0.5, 1.5, 1.5, 1.1])
     a = t([-1.0, 1.0, 1.0, -1.0, 1.0])
@@ -670,7 +670,7 @@ def test_clip_masks_mark_where_the_clip_acts_by_the_sign_of_the_advantage():
 
 
 def test_token_gradient_weights_are_the_aggregations_normalisers():
-    from grpo_lab.losses import token_gradient_weights
+    from grpo_lab.core.losses import token_gradient_weights
 
     # ALGORITHMS.md section 3 setup: lengths 2 and 4, A = +1 and -1.
     w = token_gradient_weights([2, 4], [1.0, -1.0], "token_mean", 4)

@@ -1,4 +1,4 @@
-"""Tests for ``grpo_lab.models`` (and prompt encoding): the shipped tiny model and its character
+"""Tests for ``grpo_lab.lab.models`` (and prompt encoding): the shipped tiny model and its character
 tokenizer load with ``from_pretrained`` and round-trip text; a local Hugging Face folder (a tiny
 random Qwen2 with a chat template) loads by path; ``encode_prompts`` left-pads and applies the
 chat template only when asked.
@@ -16,9 +16,9 @@ import torch
 from conftest import QWEN_CHARS
 from transformers import AutoTokenizer, LlamaForCausalLM, Qwen2ForCausalLM
 
-from grpo_lab.models import build_char_tokenizer, load_policy, resolve_model_path
-from grpo_lab.rollout import encode_prompts
-from grpo_lab.tasks import SUM3_CHARS, sum3_completion, sum3_prompt
+from grpo_lab.lab.models import build_char_tokenizer, load_policy, resolve_model_path
+from grpo_lab.lab.rollout import encode_prompts
+from grpo_lab.lab.tasks import SUM3_CHARS, sum3_completion, sum3_prompt
 
 ASSET_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny-sum3"
 
@@ -213,14 +213,14 @@ def test_a_model_folder_that_cannot_load_gives_one_line_naming_it(tmp_path, make
 
 
 def test_the_safetensors_check_passes_a_whole_file():
-    from grpo_lab.models import check_model_folder
+    from grpo_lab.lab.models import check_model_folder
 
     check_model_folder(ASSET_DIR)  # no error
 
 
 @pytest.mark.parametrize("device", ["bogus", "xla", "cuda:x", "", "gpu"])
 def test_an_unknown_device_is_refused_naming_the_choices(device):
-    from grpo_lab.models import pick_device
+    from grpo_lab.lab.models import pick_device
 
     if device == "":
         assert pick_device(device).type in ("cpu", "cuda")  # empty means the default
@@ -232,7 +232,7 @@ def test_an_unknown_device_is_refused_naming_the_choices(device):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 @pytest.mark.parametrize("device", ["cuda", "cuda:0", "cuda:3"])
 def test_cuda_without_cuda_is_one_line_suggesting_the_cpu(device):
-    from grpo_lab.models import pick_device
+    from grpo_lab.lab.models import pick_device
 
     with pytest.raises(ValueError, match=r"needs CUDA, but this torch has none.*--device cpu"):
         pick_device(device)
@@ -240,7 +240,7 @@ def test_cuda_without_cuda_is_one_line_suggesting_the_cpu(device):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_a_cuda_index_beyond_the_devices_is_refused():
-    from grpo_lab.models import pick_device
+    from grpo_lab.lab.models import pick_device
 
     with pytest.raises(ValueError, match="CUDA device"):
         pick_device(f"cuda:{torch.cuda.device_count()}")

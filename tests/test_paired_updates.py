@@ -13,8 +13,8 @@ import json
 import pytest
 import torch
 
-from grpo_lab.experiments import PAIRED_METRICS, format_paired_summary, paired_updates
-from grpo_lab.trainer import TrainConfig, Trainer
+from grpo_lab.study.experiments import PAIRED_METRICS, format_paired_summary, paired_updates
+from grpo_lab.train.trainer import TrainConfig, Trainer
 
 
 def _trainer(fresh_policy, small_task, **kw):
@@ -112,7 +112,7 @@ def test_ppo_is_refused_because_its_advantages_are_per_token(fresh_policy, small
 
 
 def test_cli_paired_writes_json_and_refuses_one_value(tmp_path, capsys):
-    from grpo_lab.__main__ import main
+    from grpo_lab.cli.main import main
 
     out = tmp_path / "paired.json"
     rc = main(

@@ -1,4 +1,4 @@
-"""Unit tests for ``grpo_lab.rewards``: DAPO's soft overlong penalty and the KL-shaped RLHF reward.
+"""Unit tests for ``grpo_lab.core.rewards``: DAPO's soft overlong penalty and the KL-shaped RLHF reward.
 
 Where the expected values come from:
 - ``shared/ALGORITHMS.md`` section 10 ("KL-shaped reward", "DAPO" soft overlong punishment,
@@ -14,9 +14,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from grpo_lab.advantages import gae
-from grpo_lab.kl import kl_estimate
-from grpo_lab.rewards import kl_shaped_rewards, soft_overlong_penalty
+from grpo_lab.core.advantages import gae
+from grpo_lab.core.kl import kl_estimate
+from grpo_lab.core.rewards import kl_shaped_rewards, soft_overlong_penalty
 
 F64 = torch.float64
 

@@ -1,4 +1,4 @@
-"""Tests for ``grpo_lab.rollout``: ``sample_group`` (group layout, EOS/mask/padding rules,
+"""Tests for ``grpo_lab.lab.rollout``: ``sample_group`` (group layout, EOS/mask/padding rules,
 truncation, seeding, greedy decoding, input checks, left padding) and ``token_logps`` (the
 sampling log-probs and entropies are what one full forward pass gives, at the sampling
 temperature), plus ``Rollout.select``/``Rollout.cat``.
@@ -15,8 +15,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from grpo_lab.models import load_policy
-from grpo_lab.rollout import Rollout, encode_prompts, sample_group, token_logps
+from grpo_lab.lab.models import load_policy
+from grpo_lab.lab.rollout import Rollout, encode_prompts, sample_group, token_logps
 
 PROMPTS = ["07+85+29=", "1+2+3=", "99+9+0="]  # three different lengths: left padding matters
 

@@ -1,4 +1,4 @@
-"""The rollout's speed paths give the numbers of the plain ones (``grpo_lab/rollout.py``):
+"""The rollout's speed paths give the numbers of the plain ones (``grpo_lab/lab/rollout.py``):
 
 - ``token_logps`` in length buckets, each group's shared prompt run once (the default on the CPU),
   equals one forward pass over the padded batch (``bucket=False``): log-probs, entropies and the
@@ -17,8 +17,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from grpo_lab.rollout import encode_prompts, length_buckets, sample_group, token_logps
-from grpo_lab.tasks import sum3_dataset
+from grpo_lab.lab.rollout import encode_prompts, length_buckets, sample_group, token_logps
+from grpo_lab.lab.tasks import sum3_dataset
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,10 @@ import string
 import pytest
 import torch
 
-from grpo_lab.__main__ import main
-from grpo_lab.models import build_char_tokenizer, load_policy
-from grpo_lab.rollout import encode_prompts
-from grpo_lab.tasks import get_task
+from grpo_lab.cli.main import main
+from grpo_lab.lab.models import build_char_tokenizer, load_policy
+from grpo_lab.lab.rollout import encode_prompts
+from grpo_lab.lab.tasks import get_task
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"

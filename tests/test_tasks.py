@@ -1,4 +1,4 @@
-"""Tests for ``grpo_lab.tasks``: the ``sum3`` task (prompts, completions, reward, formats, splits),
+"""Tests for ``grpo_lab.lab.tasks``: the ``sum3`` task (prompts, completions, reward, formats, splits),
 the GSM8K-style reward and the offline word problems, and ``get_task``.
 
 Expected values come from the task's definition in the module docstring, worked out by hand
@@ -12,7 +12,7 @@ import re
 import pytest
 import torch
 
-from grpo_lab.tasks import (
+from grpo_lab.lab.tasks import (
     FORMATS,
     MAX_FILLER,
     SUM3_CHARS,
@@ -359,7 +359,7 @@ def test_a_non_number_answer_is_a_clear_error_not_a_silent_0(reward, answer):
 
 
 def test_score_completions_refuses_a_reward_function_returning_none_naming_it():
-    from grpo_lab.tasks import score_completions
+    from grpo_lab.lab.tasks import score_completions
 
     def forgot_to_return(completion, answer, finished):
         completion == str(answer)  # noqa: B015  (the bug: no return)
@@ -380,7 +380,7 @@ def test_score_completions_refuses_a_reward_function_returning_none_naming_it():
 def test_gsm8k_offline_is_one_line_pointing_to_the_offline_task(monkeypatch):
     import datasets
 
-    from grpo_lab.tasks import get_task
+    from grpo_lab.lab.tasks import get_task
 
     def offline(*args, **kwargs):
         raise ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub (LocalEntryNotFoundError)")

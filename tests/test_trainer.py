@@ -1,4 +1,4 @@
-"""Tests for ``grpo_lab.trainer`` and ``grpo_lab.algorithms``: every preset trains and reports its
+"""Tests for ``grpo_lab.train.trainer`` and ``grpo_lab.algorithms``: every preset trains and reports its
 metrics; each preset differs from GRPO in exactly the fields ``shared/ALGORITHMS.md`` describes;
 runs are reproducible and resumable; the non-finite guard skips and counts; ``kl_stop`` stops and
 saves; DAPO's dynamic sampling, GFPO's shortest-k filter and PPO's critic do what they say; bad
@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import grpo_lab.trainer as trainer_mod
+import grpo_lab.train.trainer as trainer_mod
 from grpo_lab.algorithms import PRESETS, Algorithm, get_algorithm
-from grpo_lab.tasks import sum3_reward
-from grpo_lab.trainer import TrainConfig, Trainer, ValueModel
+from grpo_lab.lab.tasks import sum3_reward
+from grpo_lab.train.trainer import TrainConfig, Trainer, ValueModel
 
 TIMING_KEYS = {"wall_seconds", "step_seconds", "rollout_seconds", "tokens_per_second"}
 DOCUMENTED_KEYS = {
@@ -495,7 +495,7 @@ def test_trainer_needs_the_tokenizer_with_a_given_model(fresh_policy, small_task
 
 
 def test_every_stat_policy_loss_returns_reaches_the_history(make_trainer):
-    from grpo_lab.losses import policy_loss
+    from grpo_lab.core.losses import policy_loss
 
     # The stats policy_loss returns with every option on, asked of policy_loss itself.
     z = torch.zeros(1, 2)
@@ -535,7 +535,7 @@ def test_reward_std_within_group_is_the_shaped_reward_spread_of_the_sampled_grou
 
 
 def test_the_advantage_table_covers_every_advantage_setting():
-    from grpo_lab.trainer import ADVANTAGE_ESTIMATORS
+    from grpo_lab.train.trainer import ADVANTAGE_ESTIMATORS
 
     # Algorithm validates `advantage` against this list; each value needs exactly one estimator.
     assert set(ADVANTAGE_ESTIMATORS) == {"group", "gae", "gfpo"}
@@ -546,9 +546,9 @@ def test_the_advantage_table_covers_every_advantage_setting():
 def test_a_grpo_step_is_the_step_composed_by_hand_from_the_math_layer(make_trainer):
     """Pins the trainer's GRPO update to its definition: group advantages of the batch's rewards,
     policy_loss on-policy, gradient clipping, one AdamW step. Bit for bit, weights and loss."""
-    from grpo_lab.advantages import group_advantages
-    from grpo_lab.losses import masked_mean, policy_loss
-    from grpo_lab.rollout import token_logps
+    from grpo_lab.core.advantages import group_advantages
+    from grpo_lab.core.losses import masked_mean, policy_loss
+    from grpo_lab.lab.rollout import token_logps
 
     trainer = make_trainer("grpo", lr=1e-3, seed=4, prompts_per_step=3, algo_overrides={"entropy_coef": 0.01})
     batch = trainer.collect()
@@ -745,7 +745,7 @@ def test_without_an_atomic_swap_a_kill_between_the_renames_is_recovered(
 
 
 def test_policy_digest_changes_with_any_weight_and_survives_save_and_load(make_trainer, tmp_path):
-    from grpo_lab.models import load_policy
+    from grpo_lab.lab.models import load_policy
 
     trainer = make_trainer("grpo")
     d0 = trainer_mod.policy_digest(trainer.model)

@@ -1,4 +1,4 @@
-"""grpo_lab.trl_bridge: the lab's presets as TRL GRPOConfig fields, what TRL lacks, TRL's loss through the
+"""grpo_lab.scale.trl_bridge: the lab's presets as TRL GRPOConfig fields, what TRL lacks, TRL's loss through the
 stand-in, the reward adapter, and a real (tiny) GRPOTrainer run on the shipped model.
 
 Expected values are written out by hand from the papers' settings (ALGORITHMS.md) and from TRL's
@@ -15,9 +15,8 @@ from torch.testing import assert_close
 from trl import GRPOConfig
 
 from grpo_lab.algorithms import PRESETS, get_algorithm
-from grpo_lab.losses import policy_loss
-from grpo_lab.trainer import TrainConfig
-from grpo_lab.trl_bridge import (
+from grpo_lab.core.losses import policy_loss
+from grpo_lab.scale.trl_bridge import (
     grpo_config_kwargs,
     make_trl_trainer,
     reward_function,
@@ -26,6 +25,7 @@ from grpo_lab.trl_bridge import (
     trl_loss_type,
     trl_policy_loss,
 )
+from grpo_lab.train.trainer import TrainConfig
 
 # (preset) -> the GRPOConfig fields that make it, by hand, for 16 prompts x 8, 32 new tokens
 EXPECTED = {
@@ -132,7 +132,7 @@ class _Tok:
 
 
 def test_reward_adapter_scores_like_the_task_and_needs_eos():
-    from grpo_lab.tasks import get_task
+    from grpo_lab.lab.tasks import get_task
 
     task = get_task("sum3", n_train=8, n_test=8)
     reward = reward_function(task, _Tok())
@@ -154,8 +154,8 @@ def test_make_trl_trainer_refuses_what_trl_cannot_run():
 
 
 def test_a_real_grpo_trainer_run_on_the_tiny_model(tmp_path):
-    from grpo_lab.models import load_policy
-    from grpo_lab.tasks import get_task
+    from grpo_lab.lab.models import load_policy
+    from grpo_lab.lab.tasks import get_task
 
     model, tok = load_policy("tiny-sum3", device="cpu")
     before = [p.detach().clone() for p in model.parameters()]
@@ -183,7 +183,7 @@ def test_the_loss_types_split_into_the_labs_four_and_those_that_change_the_per_t
     """TRL documents its loss_type values in the field's help ("Supported values are ..."); the lab computes four."""
     import re
 
-    from grpo_lab.trl_bridge import TRL_LOSS_TYPES, TRL_OTHER_LOSS_TYPES
+    from grpo_lab.scale.trl_bridge import TRL_LOSS_TYPES, TRL_OTHER_LOSS_TYPES
 
     help_ = next(f for f in dataclasses.fields(GRPOConfig) if f.name == "loss_type").metadata["help"]
     supported = re.findall(r"'(\w+)'", help_.split("Supported values are")[1].split(".")[0])

@@ -14,7 +14,7 @@ Where the expected values come from: TRL's own code, called for real.
   line numbers.
 - The soft overlong penalty is compared with TRL's ``trl.rewards.get_soft_overlong_punishment``.
 
-Mapping (see ``grpo_lab/losses.py``): grpo -> "seq_mean_token_mean"; bnpo, dapo -> "token_mean"
+Mapping (see ``grpo_lab/core/losses.py``): grpo -> "seq_mean_token_mean"; bnpo, dapo -> "token_mean"
 (dapo with num_items_in_batch = mask.sum() and steps_per_generation = 1); dr_grpo ->
 "seq_mean_token_sum_norm" with max_len = max_completion_length; importance_sampling_level
 "sequence" -> ratio_level="sequence".
@@ -31,11 +31,11 @@ from trl import GRPOTrainer
 from trl.rewards import get_soft_overlong_punishment
 from trl.trainer.utils import nanstd
 
-from grpo_lab.advantages import group_advantages
-from grpo_lab.kl import kl_estimate
-from grpo_lab.losses import policy_loss
-from grpo_lab.rewards import soft_overlong_penalty
-from grpo_lab.trl_bridge import trl_stand_in
+from grpo_lab.core.advantages import group_advantages
+from grpo_lab.core.kl import kl_estimate
+from grpo_lab.core.losses import policy_loss
+from grpo_lab.core.rewards import soft_overlong_penalty
+from grpo_lab.scale.trl_bridge import trl_stand_in
 
 F64 = torch.float64
 B, T, P = 8, 7, 3  # completions, completion length, prompt length
@@ -50,7 +50,7 @@ AGGREGATION = {
 
 
 def fake_trainer(loss_type, importance_sampling_level, beta, logp, entropies, delta=None, use_bias_correction_kl=False):
-    """The attributes ``GRPOTrainer._compute_loss`` reads, and nothing else (``grpo_lab.trl_bridge.trl_stand_in``;
+    """The attributes ``GRPOTrainer._compute_loss`` reads, and nothing else (``grpo_lab.scale.trl_bridge.trl_stand_in``;
     its accelerator is the identity, one process)."""
     return trl_stand_in(
         logp,

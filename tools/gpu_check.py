@@ -42,8 +42,8 @@ STEPS = ("pretrain", "notebooks", "train", "bench")
 def plan(smoke: bool, out: Path, train_seconds: float | None) -> dict:
     """The command lines of each step (argv after ``python -m grpo_lab``), sized for the mode."""
     from grpo_lab.algorithms import PRESETS
-    from grpo_lab.course import PROFILES
-    from grpo_lab.pretrain import GPU_MODEL_DIR
+    from grpo_lab.course.profile import PROFILES
+    from grpo_lab.lab.pretrain import GPU_MODEL_DIR
 
     if smoke:
         policy = out / "policy"
@@ -119,7 +119,7 @@ def run_cli(argv: list[str], in_process: bool, timeout: float | None = None) -> 
     interpreter (each run its own CUDA memory peak), or here (``in_process``, for the CPU smoke run)."""
     t = time.perf_counter()
     if in_process:
-        from grpo_lab.__main__ import main
+        from grpo_lab.cli.main import main
 
         try:
             code = main(argv)
@@ -284,7 +284,7 @@ def check(
     parts = [result[k] for k in ("pretrain", "bench") if k in result]
     parts += list(result.get("train", {}).values()) + list(result.get("notebooks", {}).values())
     result["ok"] = all(x["ok"] for x in parts)
-    from grpo_lab.trainer import save_json
+    from grpo_lab.train.trainer import save_json
 
     save_json(result, out / "gpu_check.json")
     return result

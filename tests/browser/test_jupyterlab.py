@@ -88,13 +88,13 @@ def test_slider_redraws_plot(notebook, page, lab, lab_profile, run_timeout, fail
 # --- the check itself can fail -----------------------------------------------------------------
 
 def _slider_notebook(path: Path, uses_value: bool) -> Path:
-    """A notebook with one ``grpo_lab.widgets.explore`` slider whose plot depends on it or not."""
+    """A notebook with one ``grpo_lab.course.widgets.explore`` slider whose plot depends on it or not."""
     y = "x" if uses_value else "0.5"  # the frozen one ignores the slider and draws the same figure
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nb.cells = [
         nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nimport ipywidgets as w\n"
-                                  "from grpo_lab import widgets"),
+                                  "from grpo_lab.course import widgets"),
         nbformat.v4.new_code_cell(
             "def draw(x):\n"
             "    fig, ax = plt.subplots(figsize=(4, 2.5))\n"

@@ -32,7 +32,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from .advantages import (
+from ..algorithms import Algorithm, get_algorithm
+from ..core.advantages import (
     adaptive_k,
     dynamic_sampling_keep,
     gae,
@@ -42,15 +43,14 @@ from .advantages import (
     reward_quartiles,
     whiten,
 )
-from .algorithms import Algorithm, get_algorithm
-from .checks import check_positive_int
-from .kl import kl_estimate
-from .losses import POLICY_LOSS_STATS, masked_mean, policy_loss, value_loss
-from .metrics import evaluate
-from .models import check_model_folder, load_policy, set_threads
-from .rewards import kl_shaped_rewards, soft_overlong_penalty
-from .rollout import Rollout, encode_prompts, sample_group, token_logps
-from .tasks import Task, get_task, score_completions
+from ..core.checks import check_positive_int
+from ..core.kl import kl_estimate
+from ..core.losses import POLICY_LOSS_STATS, masked_mean, policy_loss, value_loss
+from ..core.rewards import kl_shaped_rewards, soft_overlong_penalty
+from ..lab.metrics import evaluate
+from ..lab.models import check_model_folder, load_policy, set_threads
+from ..lab.rollout import Rollout, encode_prompts, sample_group, token_logps
+from ..lab.tasks import Task, get_task, score_completions
 
 MAX_SEED = 2**32 - 1
 """Seeds are 32-bit, as NumPy's are: larger ones overflow the per-step generators derived from them."""

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from pprint import pformat
 
-from .algorithms import Algorithm
-from .checks import check_choice
+from ..algorithms import Algorithm
+from ..core.checks import check_choice
 from .trl_bridge import _algorithm, grpo_config_kwargs
 
 ENGINES = ("trl", "verl")
@@ -202,7 +202,7 @@ def trl_settings(algo: str | Algorithm = "grpo") -> dict:
     """The ``GRPOConfig`` fields of the TRL recipe: the preset's algorithm fields (as ``grpo_config_kwargs``
     maps them) with the at-scale sizes of ``SCALE``. The lab's ``minibatches`` optimiser steps per rollout
     stay ``minibatches``: ``gradient_accumulation_steps = steps_per_generation / minibatches``."""
-    from .trainer import TrainConfig
+    from ..train.trainer import TrainConfig
 
     a = _algorithm(algo)
     _refuse(a, "trl")
@@ -236,9 +236,9 @@ def trl_settings(algo: str | Algorithm = "grpo") -> dict:
 
 
 def _task_source(task: str, with_data: bool = True) -> tuple[str, str]:
-    """The lab's own task code for ``task`` (copied from grpo_lab/tasks.py: the reward, and the prompts when
+    """The lab's own task code for ``task`` (copied from grpo_lab/lab/tasks.py: the reward, and the prompts when
     ``with_data``) and the reward's name."""
-    from . import tasks as t
+    from ..lab import tasks as t
 
     reward = t.sum3_reward if task == "sum3" else t.gsm8k_reward
     data = {"sum3": [t.sum3_prompt, t._triples], "words": [t.synthetic_word_problems], "gsm8k": []}[task]
@@ -299,7 +299,7 @@ SOFT_OVERLONG_CACHE = {overlong_cache}
 CHAT = {chat}
 """Conversational prompts (system + user messages, the model's chat template) or plain text."""
 
-# --- the task: the lab's own prompts and reward (grpo_lab/tasks.py) ---
+# --- the task: the lab's own prompts and reward (grpo_lab/lab/tasks.py) ---
 
 {task_source}
 

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .algorithms import Algorithm, get_algorithm
-from .checks import check_choice, check_positive_int
+from ..algorithms import Algorithm, get_algorithm
+from ..core.checks import check_choice, check_positive_int
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
     from trl import GRPOTrainer
 
-    from .tasks import Task
-    from .trainer import TrainConfig
+    from ..lab.tasks import Task
+    from ..train.trainer import TrainConfig
 
 LOSS_TYPE = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
 """The lab's ``aggregation`` -> TRL's ``loss_type``. ``"bnpo"`` is also ``token_mean`` on one process
@@ -132,7 +132,7 @@ def grpo_config_kwargs(algo: str | Algorithm = "grpo", cfg: TrainConfig | None =
     ``minibatches`` optimiser steps) is ``steps_per_generation = minibatches`` TRL optimiser steps.
     What TRL cannot express is left out here and listed by ``trl_gaps``.
     """
-    from .trainer import TrainConfig
+    from ..train.trainer import TrainConfig
 
     a = _algorithm(algo)
     cfg = cfg if cfg is not None else TrainConfig()
@@ -330,7 +330,7 @@ def reward_function(task: Task, tokenizer: PreTrainedTokenizerBase) -> Callable[
     A completion counts as finished when its last token is EOS (TRL keeps the EOS in ``completion_ids``),
     exactly as the lab's rollout decides it, so both trainers score the same text the same way.
     """
-    from .tasks import score_completions
+    from ..lab.tasks import score_completions
 
     eos = tokenizer.eos_token_id
 
@@ -389,7 +389,7 @@ def make_trl_trainer(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from trl import GRPOConfig, GRPOTrainer
 
-    from .trainer import TrainConfig
+    from ..train.trainer import TrainConfig
 
     a = _algorithm(algo)
     blocking = trl_gaps(a)

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import matplotlib.pyplot as plt
 import torch
 
+from ..core.advantages import gae, group_advantages
+from ..core.checks import check_positive_int
+from ..core.losses import sequence_log_ratio, token_gradient_weights
 from . import viz
-from .advantages import gae, group_advantages
-from .checks import check_positive_int
-from .losses import sequence_log_ratio, token_gradient_weights
 
 if TYPE_CHECKING:
     import ipywidgets
@@ -110,8 +110,8 @@ def temperature_explorer(
     """Sample one group at the slider's temperature: lower T, less spread, fewer useful groups."""
     import ipywidgets as w
 
-    from .rollout import encode_prompts, sample_group
-    from .tasks import score_completions
+    from ..lab.rollout import encode_prompts, sample_group
+    from ..lab.tasks import score_completions
 
     def draw(temperature):
         ids, mask = encode_prompts(tokenizer, [prompt])
@@ -205,7 +205,7 @@ def gfpo_explorer(
     """
     import ipywidgets as w
 
-    from .advantages import gfpo_advantages, gfpo_keep
+    from ..core.advantages import gfpo_advantages, gfpo_keep
 
     correct = torch.as_tensor(correct, dtype=torch.float32)
     lengths = torch.as_tensor(lengths)
@@ -337,7 +337,7 @@ def overlong_penalty_explorer(
     sampled lengths with the share that would be penalised)."""
     import ipywidgets as w
 
-    from .rewards import soft_overlong_penalty
+    from ..core.rewards import soft_overlong_penalty
 
     soft_overlong_penalty(
         torch.as_tensor(lengths) if lengths is not None else torch.zeros(1), max_len, cache_len
@@ -356,7 +356,7 @@ def trl_loss_type_explorer(max_completion_length: int = 32) -> ipywidgets.intera
     ``GRPOTrainer._compute_loss``, how hard each ``loss_type`` pushes each token and each whole answer."""
     import ipywidgets as w
 
-    from .trl_bridge import trl_policy_loss
+    from ..scale.trl_bridge import trl_policy_loss
 
     def draw(len_right, len_wrong):
         T = max(len_right, len_wrong)
@@ -413,8 +413,8 @@ def zero_std_explorer(
     """Sample G completions for each prompt at the slider's temperature and show how many groups
     are all-right or all-wrong (zero std, so zero advantage): cold sampling starves GRPO of signal."""
 
-    from .rollout import encode_prompts, sample_group
-    from .tasks import score_completions
+    from ..lab.rollout import encode_prompts, sample_group
+    from ..lab.tasks import score_completions
 
     ids, mask = encode_prompts(tokenizer, prompts)
     G = group_size
@@ -454,7 +454,7 @@ def seed_spread_explorer(
     with the first n seeds (slider), marked * where Welch's t-test, Holm-corrected, calls it a difference."""
     import ipywidgets as w
 
-    from .experiments import RUN_METRICS, run_metrics, welch_against_baseline
+    from ..study.experiments import RUN_METRICS, run_metrics, welch_against_baseline
 
     per_run = {a: [run_metrics(s) for s in runs] for a, runs in results.items()}
     metrics = list(metrics or [m for m in RUN_METRICS if any(r[m] is not None for rs in per_run.values() for r in rs)])

@@ -59,9 +59,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from .checks import check_positive_int
+from ..core.checks import check_positive_int
+from ..train.trainer import TrainConfig, Trainer
 from .timing import CATEGORIES, Clock, Memory, StepLog, bootstrap_interval, spread, sync
-from .trainer import TrainConfig, Trainer
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -143,7 +143,7 @@ def run_order(arms: tuple, pairs: int) -> list[tuple[int, str]]:
 
 def lab_prompt_stream(cfg: BenchConfig, n_steps: int) -> Dataset:
     """The rows of the train split the lab's Trainer draws for ``n_steps`` steps, in order."""
-    from .tasks import get_task
+    from ..lab.tasks import get_task
 
     task = get_task(cfg.train.task, seed=0)
     idx = Trainer.prompt_indices(random.Random(cfg.train.seed), len(task.train), n_steps * cfg.train.prompts_per_step)
@@ -200,8 +200,8 @@ def run_lab(cfg: BenchConfig, arm: str = "lab") -> dict:
     arm's ``SPEEDUPS`` switched off."""
     import torch
 
-    from .rollout import sample_group, speedups_off
-    from .tasks import score_completions
+    from ..lab.rollout import sample_group, speedups_off
+    from ..lab.tasks import score_completions
 
     n = cfg.warmup + cfg.steps
     seen = {"tokens": 0, "prompt_tokens": 0, "completions": 0, "prompts": []}
@@ -285,9 +285,9 @@ def run_trl(cfg: BenchConfig, arm: str = "trl") -> dict:
     import trl
     from transformers import TrainerCallback
 
-    from .models import load_policy, set_threads
-    from .tasks import Task, get_task
-    from .trl_bridge import make_trl_trainer
+    from ..lab.models import load_policy, set_threads
+    from ..lab.tasks import Task, get_task
+    from ..scale.trl_bridge import make_trl_trainer
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -439,8 +439,8 @@ def run_rollout(cfg: BenchConfig) -> dict:
     calls alternated (lab, generate, generate, lab, ...)."""
     import torch
 
-    from .models import load_policy, set_threads
-    from .rollout import encode_prompts, sample_group
+    from ..lab.models import load_policy, set_threads
+    from ..lab.rollout import encode_prompts, sample_group
 
     tc = cfg.train
     set_threads()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .checks import check_positive_int
+from ..core.checks import check_positive_int
 from .rollout import encode_prompts, sample_group
 from .tasks import score_completions
 

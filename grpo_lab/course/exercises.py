@@ -1,7 +1,7 @@
 """Self-checking exercises: a learner writes a function, ``check`` compares it with the package;
 or predicts an outcome (or diagnoses a run) by letter, and ``ask`` replies to that choice.
 
-    from grpo_lab.exercises import ask, check, solution
+    from grpo_lab.course.exercises import ask, check, solution
     def my_group_advantages(rewards, group_size): ...
     check("group_advantages", my_group_advantages)     # says which case failed and why
     solution("group_advantages")                       # the reference answer, when wanted
@@ -25,10 +25,10 @@ from typing import NamedTuple
 
 import torch
 
-from .advantages import gae, gfpo_advantages, gfpo_keep, group_advantages, rloo_advantages
-from .kl import kl_estimate
-from .losses import masked_mean, policy_loss, sequence_log_ratio, token_gradient_weights
-from .rewards import soft_overlong_penalty
+from ..core.advantages import gae, gfpo_advantages, gfpo_keep, group_advantages, rloo_advantages
+from ..core.kl import kl_estimate
+from ..core.losses import masked_mean, policy_loss, sequence_log_ratio, token_gradient_weights
+from ..core.rewards import soft_overlong_penalty
 
 
 @dataclass
@@ -635,7 +635,7 @@ def _cases_pass_at_k():
 
 
 def _ref_pass_at_k(n, c, k):
-    from .metrics import pass_at_k
+    from ..lab.metrics import pass_at_k
 
     return pass_at_k(n, c, k)
 
@@ -668,7 +668,7 @@ def _cases_standard_error():
 
 
 def _ref_standard_error(values):
-    from .experiments import mean_and_spread
+    from ..study.experiments import mean_and_spread
 
     return mean_and_spread(values)["se"]
 
@@ -712,7 +712,7 @@ def _cases_sum3_reward_fixed():
 
 
 def _ref_sum3_reward_fixed(completion, answer, finished):
-    from .tasks import sum3_reward
+    from ..lab.tasks import sum3_reward
 
     return sum3_reward(completion, answer, finished)
 
@@ -749,7 +749,7 @@ def _cases_zero_std_share():
 
 
 def _ref_zero_std_share(rewards, group_size):
-    from .advantages import dynamic_sampling_keep
+    from ..core.advantages import dynamic_sampling_keep
 
     return 1.0 - dynamic_sampling_keep(rewards, group_size).float().mean().item()
 

@@ -4,7 +4,7 @@ Each line is one check: ``ok``, ``warn`` (works, but read the advice) or ``FAIL`
 the line says how). The exit status is 1 when any check fails, so a script can test it.
 
 Run it first on a new machine, and send its output when asking for help. Where torch itself is
-missing, ``python -m grpo_lab.doctor`` still runs (the command line needs torch to start).
+missing, ``python -m grpo_lab.cli.doctor`` still runs (the command line needs torch to start).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def check_torch() -> Check:
     version = torch.__version__.split("+")[0]
     if not _in_range(version, TESTED["torch"]):
         return Check("torch", "FAIL", f"{torch.__version__} is outside the tested range {TESTED['torch']}: {REINSTALL}")
-    from .models import pick_device, set_threads
+    from ..lab.models import pick_device, set_threads
 
     set_threads()  # what the lab does before it trains
     cores, threads = os.cpu_count() or 1, torch.get_num_threads()
@@ -130,9 +130,9 @@ N_PROMPTS = 32
 
 def check_model() -> Check:
     """The shipped model loads and answers held-out sums (greedy)."""
-    from .metrics import evaluate
-    from .models import count_parameters, load_policy
-    from .tasks import get_task
+    from ..lab.metrics import evaluate
+    from ..lab.models import count_parameters, load_policy
+    from ..lab.tasks import get_task
 
     try:
         model, tokenizer = load_policy("tiny-sum3")
@@ -164,7 +164,7 @@ def check_training() -> Check:
     """
     import torch
 
-    from .trainer import TrainConfig, Trainer
+    from ..train.trainer import TrainConfig, Trainer
 
     cfg = TrainConfig(algo="grpo", steps=1, prompts_per_step=4, group_size=4, seed=0)
     trainer = Trainer(cfg)

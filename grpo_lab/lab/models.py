@@ -17,7 +17,7 @@ import torch
 if TYPE_CHECKING:
     from transformers import LlamaConfig, PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 TINY_MODEL_DIR = ASSETS / "tiny-sum3"
 DEFAULT_MODEL = "tiny-sum3"
 

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from .checks import check_positive_int
-from .kl import kl_estimate
-from .losses import clip_masks, sequence_log_ratio
+from ..core.checks import check_positive_int
+from ..core.kl import kl_estimate
+from ..core.losses import clip_masks, sequence_log_ratio
 
 Values = torch.Tensor | Sequence[float]
 """Numbers a plot accepts: a tensor or a plain list."""
@@ -457,7 +457,7 @@ def plot_overlong_penalty(
 ) -> plt.Figure:
     """DAPO's soft overlong penalty against completion length, the ramp shaded; optionally a
     histogram of sampled ``lengths`` underneath, to see who pays."""
-    from .rewards import soft_overlong_penalty
+    from ..core.rewards import soft_overlong_penalty
 
     fig, ax = _ax(ax, (7, 3.3))
     top = int(max_len * 1.25) + 1

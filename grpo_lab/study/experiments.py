@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .checks import check_positive_int
+from ..core.checks import check_positive_int
 
 if TYPE_CHECKING:
-    from .trainer import TrainConfig, Trainer
+    from ..train.trainer import TrainConfig, Trainer
 
 # `compare`'s default budget: the same training seconds for every algorithm (the course's race, notebook 08).
 DEFAULT_SECONDS = 90.0
@@ -390,7 +390,7 @@ def format_seed_table(rows: list[dict], metrics: Sequence[str] = tuple(RUN_METRI
 
 def load_runs(algos: Sequence[str], seeds: Sequence[int], pattern: str = "{algo}_seed{seed}") -> dict[str, list[dict]]:
     """Committed histories ``assets/histories/<pattern>.json`` as ``{algo: [summary per seed]}``."""
-    from .course import load_history
+    from .histories import load_history
 
     if not algos or not seeds:
         raise ValueError(f"algos and seeds must be non-empty, got {list(algos)} and {list(seeds)}")
@@ -451,8 +451,8 @@ def paired_updates(
     import torch
     from tqdm.auto import tqdm
 
-    from .rollout import token_logps
-    from .trainer import Trainer
+    from ..lab.rollout import token_logps
+    from ..train.trainer import Trainer
 
     if len(arms) < 2:
         raise ValueError(f"arms must name at least two update rules, got {list(arms)}")

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .checks import check_positive_int
-from .losses import entropy_from_logits
+from ..core.checks import check_positive_int
+from ..core.losses import entropy_from_logits
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -1,0 +1,1 @@
+"""The lab's step time against TRL's, measured fairly."""

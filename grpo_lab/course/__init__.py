@@ -1,0 +1,1 @@
+"""What only the notebooks need: the size profile, ``claim``, plots, sliders, exercises."""

@@ -1,0 +1,1 @@
+"""One training loop for every algorithm, its settings, and saving and resuming a run."""
