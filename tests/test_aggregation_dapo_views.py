@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from grpo_lab import viz, widgets  # noqa: E402
+from grpo_lab.course import viz, widgets  # noqa: E402
 
 
 @pytest.mark.parametrize(
