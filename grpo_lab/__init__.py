@@ -4,6 +4,7 @@ Its folders are its layers, each importing only from the layers before it (``tes
 enforces this):
 
     core       the formulas (advantages, losses, kl, rewards, checks): torch and the standard library only
+    io         writing files safely, output-path checks, stopping on a signal (the standard library only)
     lab        the policy, the tasks, sampling and evaluation, pretraining
     algorithms each algorithm as a frozen dataclass of settings, and the presets
     train      one training loop for every algorithm, its config and its checkpoints

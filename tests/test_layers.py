@@ -18,7 +18,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "grpo_lab"
 # A folder (or top-level module) may import from itself and from those before it.
-LAYERS = ("core", "lab", "algorithms", "train", "study", "scale", "bench", "course", "cli")
+LAYERS = ("core", "io", "lab", "algorithms", "train", "study", "scale", "bench", "course", "cli")
 RANK = {layer: rank for rank, layer in enumerate(LAYERS)}
 MODULES = sorted(
     ".".join(p.relative_to(PACKAGE).with_suffix("").parts)
