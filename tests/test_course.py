@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_lab.course.profile import profile as course
+from grpo_lab.course import profile as course
+from grpo_lab.study import histories
 from grpo_lab.train.trainer import TrainConfig, run
 
 # What the notebooks read from a history file (see notebooks 01 and 03).
@@ -60,12 +61,12 @@ def test_unknown_profile_is_a_value_error(monkeypatch):
 
 def test_unknown_history_lists_the_committed_ones():
     with pytest.raises(ValueError, match="committed histories"):
-        course.load_history("no-such-run")
+        histories.load_history("no-such-run")
 
 
-@pytest.mark.parametrize("path", sorted(course.HISTORIES.glob("*.json")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(histories.HISTORIES.glob("*.json")), ids=lambda p: p.stem)
 def test_committed_histories_have_what_the_notebooks_read(path):
-    s = course.load_history(path.stem)
+    s = histories.load_history(path.stem)
     if "history" not in s and "pass_at_k" in s:  # an `eval` summary (notebook 08's pass@k of the shipped model)
         assert {"model", "n", "greedy_accuracy", "pass_at_k"} <= set(s)
         assert 0.0 <= s["greedy_accuracy"] <= 1.0 and s["pass_at_k"]
