@@ -10,7 +10,6 @@ import math
 import warnings
 
 import pytest
-import torch
 
 import grpo_lab.train.trainer as trainer_mod
 from grpo_lab.algorithms import get_algorithm
