@@ -95,4 +95,3 @@ def test_a_step_whose_every_update_is_skipped_stops_the_run(make_trainer, monkey
     assert len(history) == 1 and history[0]["updates"] == 0 and history[0]["skipped_updates"] == 1
     assert trainer.stop_reason.startswith("every update of step 1 was skipped")
     assert "lr=" in trainer.stop_reason
-

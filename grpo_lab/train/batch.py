@@ -81,9 +81,7 @@ def check_batch_shape(algo: Algorithm, prompts_per_step: int, group_size: int) -
             if used
         ]
         if needs:
-            raise ValueError(
-                f"group_size must be >= 2 for {algo.name} ({'; '.join(needs)}), got {group_size}"
-            )
+            raise ValueError(f"group_size must be >= 2 for {algo.name} ({'; '.join(needs)}), got {group_size}")
     rows = prompts_per_step * group_size
     if algo.minibatches > rows:
         raise ValueError(
