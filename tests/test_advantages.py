@@ -420,11 +420,10 @@ class TestBadInput:
         with pytest.raises(ValueError, match="rewards"):
             rloo_advantages([1.0, 0.0], 2)
 
-    def test_integer_rewards(self):
-        with pytest.raises(ValueError, match="rewards"):
-            group_advantages(torch.tensor([1, 0, 0, 1]), 2)
-        with pytest.raises(ValueError, match="rewards"):
-            rloo_advantages(torch.tensor([1, 0, 0, 1]), 2)
+    def test_integer_rewards_are_taken_as_floats(self):
+        # 0/1 correctness typed as integers is a valid input: R_i - R_other within each pair.
+        assert rloo_advantages(torch.tensor([1, 0, 0, 1]), 2).tolist() == [1.0, -1.0, -1.0, 1.0]
+        assert group_advantages(torch.tensor([True, False]), 2, scale="none").tolist() == [0.5, -0.5]
 
     def test_two_d_rewards(self):
         with pytest.raises(ValueError, match="rewards"):

@@ -374,7 +374,7 @@ def test_gfpo_collect_keeps_the_k_shortest_of_each_sampled_group(make_trainer):
     trainer = _gfpo_trainer(make_trainer)
     batch = trainer.collect()
     ro, correct, rewards = batch.rollout, batch.correct, batch.rewards
-    adv = trainer.prepare(batch).advantages.values
+    adv = trainer.prepare(batch).advantages.advantages
     G, k = 6, 2
     sampled_lengths = batch.sampled.lengths.tolist()
     assert len(sampled_lengths) == 2 * G

@@ -17,6 +17,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ..lab.memory import peak_rss_mb
+
 if TYPE_CHECKING:
     import torch
 
@@ -169,8 +171,6 @@ class Memory:
             self.hwm_reset = False  # then the peak is the process's lifetime peak
 
     def stop(self) -> dict:
-        import resource
-
         import torch
 
         if self.device.type == "cuda":
@@ -185,8 +185,9 @@ class Memory:
                             peak = int(line.split()[1]) / 1024
             except OSError:
                 pass
-            if math.isnan(peak):
-                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            if math.isnan(peak):  # no /proc: the process's lifetime peak, NaN where even that is unknown
+                lifetime = peak_rss_mb()
+                peak = float("nan") if lifetime is None else lifetime
             kind = "cpu_rss"
         return {
             "kind": kind,

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from ..lab.memory import peak_rss_mb
+
 # The tested ranges, as requirements.txt pins them (a test checks the two agree).
 TESTED = {"torch": ">=2.4,<2.15", "transformers": ">=5.24,<6", "ipywidgets": ">=8.1,<9", "jupyterlab": ">=4.2,<5"}
 # Below this much free memory a notebook kernel (torch, transformers, the model, a training run)
@@ -334,13 +336,8 @@ def _free_bytes() -> int | None:
 
 def _peak_bytes() -> int | None:
     """This process's peak resident memory (after the model and the training step)."""
-    try:
-        import resource
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return peak if sys.platform == "darwin" else peak * 1024  # macOS reports bytes, Linux KiB
-    except ImportError:  # Windows
-        return None
+    peak = peak_rss_mb()
+    return None if peak is None else int(peak * 2**20)
 
 
 def check_memory(free: int | None = None, peak: int | None = None) -> Check:

@@ -2,7 +2,7 @@
 
 Shapes: per-sequence values are ``[B]``, per-token values ``[B, T]`` with a completion mask.
 Groups are consecutive rows: ``B = n_prompts * group_size`` and rows ``g*G .. g*G+G-1`` share a
-prompt. Formulas and test vectors: ``shared/ALGORITHMS.md`` sections 1-4 and 7.
+prompt. Formulas and test vectors: ``docs/ALGORITHMS.md`` sections 1-4 and 7.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from .checks import (
     check_mask,
     check_number,
     check_positive_int,
+    check_rewards,
     check_same_shape,
     check_tensor,
 )
@@ -46,7 +47,7 @@ def group_advantages(
     ``unbiased=True`` uses the N-1 std (``torch.std``'s and TRL's default); ``eps=1e-4`` is TRL's
     constant. A group whose rewards are all equal gets advantages of exactly 0, never NaN.
     """
-    rewards = check_float("rewards", rewards, ndim=1)
+    rewards = check_rewards("rewards", rewards, ndim=1)
     G = check_group_size(rewards, group_size, minimum=2 if scale != "none" else 1)
     check_choice("scale", scale, SCALES)
     eps = check_number("eps", eps, low=0.0)
@@ -72,7 +73,7 @@ def rloo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
 
     Equal to ``G/(G-1) * (R_i - mean(R))``; undefined for ``group_size = 1``.
     """
-    rewards = check_float("rewards", rewards, ndim=1)
+    rewards = check_rewards("rewards", rewards, ndim=1)
     G = check_group_size(rewards, group_size, minimum=2)
     groups = _grouped(rewards, G)
     loo_mean = (groups.sum(dim=1, keepdim=True) - groups) / (G - 1)
@@ -185,7 +186,7 @@ def dynamic_sampling_keep(rewards: torch.Tensor, group_size: int) -> torch.Tenso
     True where a group's rewards are not all equal (``0 < #correct < G`` for binary rewards):
     only those groups carry a non-zero advantage. The filter looks at nothing but that.
     """
-    rewards = check_float("rewards", rewards, ndim=1)
+    rewards = check_rewards("rewards", rewards, ndim=1)
     G = check_group_size(rewards, group_size, minimum=2)
     groups = _grouped(rewards, G)
     return (groups != groups[:, :1]).any(dim=1)
@@ -202,7 +203,7 @@ def gfpo_keep(
     ``k`` is an int (same for every group) or a ``[B // G]`` tensor of per-group ks (adaptive
     difficulty). Ties go to the lower index, so the choice is deterministic.
     """
-    rewards = check_float("rewards", rewards, ndim=1)
+    rewards = check_rewards("rewards", rewards, ndim=1)
     lengths = _check_lengths(lengths, rewards)
     G = check_group_size(rewards, group_size)
     check_choice("metric", metric, GFPO_METRICS)
@@ -249,7 +250,7 @@ def gfpo_advantages(rewards: torch.Tensor, keep: torch.Tensor, group_size: int, 
     ``A_i = m_i * (R_i - mu_S) / (sigma_S + eps)``, ``[B] -> [B]`` (GFPO paper, eq. 3). With binary
     rewards a retained set of all-correct answers has ``sigma_S = 0`` and every advantage is 0.
     """
-    rewards = check_float("rewards", rewards, ndim=1)
+    rewards = check_rewards("rewards", rewards, ndim=1)
     G = check_group_size(rewards, group_size)
     keep = check_mask("keep", keep, "rewards", rewards)
     eps = check_number("eps", eps, low=0.0)

@@ -6,6 +6,7 @@ names the argument, what it got and what it wanted. These functions keep those m
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable
 
 import torch
@@ -15,6 +16,8 @@ def check_tensor(name: str, x: object, ndim: int | tuple[int, ...] | None = None
     """Check that ``x`` is a tensor (of ``ndim`` dimensions, when given) and return it."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.is_meta:  # shapes without data: every check of values would fail inside torch
+        raise ValueError(f"{name} must hold data, got a tensor on the 'meta' device")
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else ndim
         if x.dim() not in allowed:
@@ -49,8 +52,18 @@ def check_mask(name: str, mask: object, like_name: str, like: torch.Tensor) -> t
     return mask.to(like.dtype)
 
 
+def check_rewards(name: str, x: object, ndim: int | tuple[int, ...] | None = None) -> torch.Tensor:
+    """Rewards as ``check_float`` wants them, except that integer and bool tensors (0/1 correctness,
+    as a learner types it) are taken and returned as float32."""
+    x = check_tensor(name, x, ndim)
+    if not x.is_floating_point():
+        x = x.to(torch.float32)
+    return check_float(name, x, ndim)
+
+
 def check_positive_int(name: str, value: object, minimum: int = 1, maximum: int | None = None) -> int:
-    """An ``int`` (not a ``bool``, not a float) in ``[minimum, maximum]``; returned as is.
+    """An integer (Python's or NumPy's; not a ``bool``, not a float) in ``[minimum, maximum]``,
+    returned as a Python ``int``.
 
     The one place the package checks a count (a group size, a length budget, a number of steps).
     """
@@ -58,8 +71,9 @@ def check_positive_int(name: str, value: object, minimum: int = 1, maximum: int 
         want = f"an integer in [{minimum}, {maximum}]"
     else:
         want = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # NumPy's bool is not Integral
         raise ValueError(f"{name} must be {want}, got {value!r} ({type(value).__name__})")
+    value = int(value)
     if value < minimum or (maximum is not None and value > maximum):
         raise ValueError(f"{name} must be {want}, got {value}")
     return value
@@ -67,7 +81,7 @@ def check_positive_int(name: str, value: object, minimum: int = 1, maximum: int 
 
 def check_group_size(rewards: torch.Tensor, group_size: object, minimum: int = 1) -> int:
     """``group_size`` is an int >= minimum that divides the batch (groups are consecutive rows)."""
-    check_positive_int("group_size", group_size, minimum=minimum)
+    group_size = check_positive_int("group_size", group_size, minimum=minimum)
     if rewards.shape[0] % group_size != 0:
         raise ValueError(
             f"the batch size must be a multiple of group_size={group_size} (consecutive rows form a group), "

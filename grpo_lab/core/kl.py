@@ -9,7 +9,7 @@ With samples from the policy, set ``log r = ref_logp - logp`` (r = pi_ref / pi_t
 
 All target the reverse KL(pi_theta || pi_ref) in value. Used as a loss (pathwise gradient),
 k2's expected gradient is the reverse KL's, k3's is the *forward* KL's and k1's is 0
-(ALGORITHMS.md section 8).
+(docs/ALGORITHMS.md section 8).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Policy, value and entropy terms: what the optimiser actually minimises.
 
 Shapes: ``[B, T]`` per token with a 0/1 completion ``mask``; ``[B]`` per sequence. Losses are
-``-J`` (objectives are maximised). Formulas and test vectors: ``shared/ALGORITHMS.md``.
+``-J`` (objectives are maximised). Formulas and test vectors: ``docs/ALGORITHMS.md``.
 
 How the options map onto TRL's ``GRPOTrainer`` (one process, one optimiser step per batch):
 
@@ -42,7 +42,8 @@ def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> t
     """Sum of ``x`` where ``mask`` is 1, over ``dim`` (all of it when None)."""
     x = check_tensor("x", x)
     mask = check_mask("mask", mask, "x", x)
-    return (x * mask).sum() if dim is None else (x * mask).sum(dim=dim)
+    kept = torch.where(mask.bool(), x, 0)  # not x * mask: -inf * 0 is NaN, and padding may hold -inf
+    return kept.sum() if dim is None else kept.sum(dim=dim)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -63,7 +64,8 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of ``softmax(logits)`` over the last dimension: ``[..., V] -> [...]`` (nats).
 
-    Computed as ``logsumexp(z) - sum(p * z)``, which stays finite for large logits.
+    Computed as ``logsumexp(z) - sum(p * z)``, which stays finite for large logits; a logit of
+    ``-inf`` (a token masked out of the vocabulary) has ``p = 0`` and adds nothing.
     """
     logits = check_tensor("logits", logits)
     if not logits.is_floating_point() or logits.dim() < 1 or logits.shape[-1] < 1:
@@ -72,7 +74,7 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
             f"got {tuple(logits.shape)} {logits.dtype}"
         )
     p = torch.softmax(logits, dim=-1)
-    return torch.logsumexp(logits, dim=-1) - (p * logits).sum(dim=-1)
+    return torch.logsumexp(logits, dim=-1) - torch.where(p > 0, p * logits, 0).sum(dim=-1)
 
 
 def sequence_log_ratio(log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -81,7 +83,7 @@ def sequence_log_ratio(log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Ten
     A row with no valid token gets NaN (a mean over nothing)."""
     log_ratio = check_tensor("log_ratio", log_ratio, ndim=2)
     mask = check_mask("mask", mask, "log_ratio", log_ratio)
-    return (log_ratio * mask).sum(dim=1) / mask.sum(dim=1)
+    return torch.where(mask.bool(), log_ratio, 0).sum(dim=1) / mask.sum(dim=1)
 
 
 def clip_masks(
@@ -97,16 +99,175 @@ def clip_masks(
     return (ratio < 1.0 - clip_low) & (advantages < 0), (ratio > 1.0 + clip_high) & (advantages > 0)
 
 
-def _check_advantages(advantages, logp: torch.Tensor) -> torch.Tensor:
-    advantages = check_float("advantages", advantages, ndim=(1, 2))
+def _finite_where(name: str, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """A floating-point ``x`` that is finite where ``valid``, returned with 0 elsewhere: padding may
+    hold anything (-inf log-probs are common) and must reach neither a sum nor a gradient."""
+    if not x.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    bad = valid & ~torch.isfinite(x)
+    if bad.any():
+        raise ValueError(f"{name} must be finite where mask is 1, got {int(bad.sum())} NaN or infinite value(s)")
+    return torch.where(valid, x, 0)
+
+
+def _check_advantages(advantages: object, logp: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """``[B]`` or ``[B, T]`` advantages, returned as ``[B, 1]`` or ``[B, T]`` to broadcast against ``logp``."""
+    advantages = check_tensor("advantages", advantages, ndim=(1, 2))
     if advantages.dim() == 1:
+        advantages = check_float("advantages", advantages)
         if advantages.shape[0] != logp.shape[0]:
             raise ValueError(
                 f"advantages must have shape ({logp.shape[0]},) or {tuple(logp.shape)}, got {tuple(advantages.shape)}"
             )
         return advantages.unsqueeze(1)
     check_same_shape("advantages", advantages, "logp", logp)
-    return advantages
+    return _finite_where("advantages", advantages, valid)
+
+
+def _check_nonempty(mask: torch.Tensor) -> None:
+    if mask.sum() == 0:
+        raise ValueError("mask must select at least one token, got an all-zero mask")
+
+
+def _check_full_rows(mask: torch.Tensor, what: str, fix: str) -> None:
+    empty = mask.sum(dim=1) == 0
+    if empty.any():
+        raise ValueError(
+            f"mask has {int(empty.sum())} empty row(s): {what} takes a mean over each row's tokens, "
+            f"undefined there; {fix}"
+        )
+
+
+def per_token_surrogate(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float | None = None,
+    ratio_level: str = "token",
+    dual_clip: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The clipped surrogate loss per token, before any aggregation (the arguments as in ``policy_loss``):
+
+    ``l_t = -min(w_t * A_t, clip(w_t, 1 - clip_low, 1 + clip_high) * A_t)``, capped at ``-dual_clip * A_t``
+    where ``A_t < 0``.
+
+    Returns ``(per_token, ratio, dual_clipped)``, each ``[B, T]``: the loss, the importance weight
+    ``w`` and where the dual clip acted. What ``logp`` and ``old_logp`` hold under ``mask = 0`` does
+    not matter; the values there are finite and meaningless (``aggregate`` leaves them out).
+    """
+    logp = check_tensor("logp", logp, ndim=2)
+    old_logp = check_tensor("old_logp", old_logp, ndim=2)
+    check_same_shape("old_logp", old_logp, "logp", logp)
+    mask = check_mask("mask", mask, "logp", logp)
+    valid = mask.bool()
+    logp = _finite_where("logp", logp, valid)
+    old_logp = _finite_where("old_logp", old_logp, valid)
+    adv = _check_advantages(advantages, logp, valid)
+    clip_low = check_number("clip_low", clip_low, low=0.0)
+    clip_high = clip_low if clip_high is None else check_number("clip_high", clip_high, low=0.0)
+    check_choice("ratio_level", ratio_level, RATIO_LEVELS)
+    if dual_clip is not None:
+        dual_clip = check_number("dual_clip", dual_clip, low=1.0, low_open=True)
+    _check_nonempty(mask)
+    if ratio_level != "token":
+        _check_full_rows(mask, f"ratio_level={ratio_level!r}", "drop those rows")
+
+    log_ratio = logp - old_logp
+    if ratio_level == "token":
+        log_w = log_ratio
+    else:
+        # GSPO: the geometric mean of the token ratios, i.e. the mean log-ratio over valid tokens.
+        seq_log_ratio = sequence_log_ratio(log_ratio, mask).unsqueeze(1)
+        if ratio_level == "sequence":
+            log_w = seq_log_ratio.expand_as(logp)
+        else:
+            log_w = logp - logp.detach() + seq_log_ratio.detach()
+    ratio = torch.exp(log_w)
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    per_token = -torch.min(ratio * adv, clipped * adv)
+    dual_clipped = torch.zeros_like(mask, dtype=torch.bool)
+    if dual_clip is not None:
+        cap = -dual_clip * adv
+        dual_clipped = (adv < 0) & (per_token > cap)
+        per_token = torch.where(adv < 0, torch.minimum(per_token, cap), per_token)
+    return per_token, ratio, dual_clipped
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, max_len: int | None = None) -> torch.Tensor:
+    """Per-token losses ``[B, T]`` -> one scalar, over the tokens where ``mask`` is 1 (the shape of
+    verl's ``agg_loss(loss_mat, loss_mask, loss_agg_mode)``; the modes as in the module docstring):
+
+    - ``"seq_mean_token_mean"``: the mean over rows of each row's token mean (GRPO, GSPO);
+    - ``"token_mean"``: the sum over all valid tokens / their number (DAPO, GFPO);
+    - ``"seq_mean_token_sum_norm"``: the sum over all valid tokens / ``(B * max_len)`` (Dr. GRPO).
+
+    Non-finite losses under the mask are kept (the caller's guard must see them); what padding
+    holds is ignored.
+    """
+    per_token = check_tensor("per_token", per_token, ndim=2)
+    if not per_token.is_floating_point():
+        raise ValueError(f"per_token must be a floating-point tensor, got dtype {per_token.dtype}")
+    mask = check_mask("mask", mask, "per_token", per_token)
+    check_choice("aggregation", mode, AGGREGATIONS)
+    _check_nonempty(mask)
+    lengths = mask.sum(dim=1)
+    if mode == "seq_mean_token_mean":
+        _check_full_rows(mask, "aggregation='seq_mean_token_mean'", "drop those rows or use aggregation='token_mean'")
+    if mode == "seq_mean_token_sum_norm":
+        if max_len is None:
+            raise ValueError(
+                "max_len must be given for aggregation='seq_mean_token_sum_norm' (Dr. GRPO's constant normaliser)"
+            )
+        check_positive_int("max_len", max_len)
+        if lengths.max() > max_len:
+            raise ValueError(f"max_len must be >= the longest completion ({int(lengths.max())} tokens), got {max_len}")
+    kept = torch.where(mask.bool(), per_token, 0)
+    if mode == "seq_mean_token_mean":
+        return (kept.sum(dim=1) / lengths).mean()
+    if mode == "token_mean":
+        return kept.sum() / mask.sum()
+    return kept.sum() / (per_token.shape[0] * max_len)
+
+
+@torch.no_grad()
+def clip_stats(
+    ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float | None = None,
+    dual_clipped: torch.Tensor | None = None,
+) -> dict[str, float]:
+    """How much the clip acted, over the tokens where ``mask`` is 1: the floats of ``POLICY_LOSS_STATS``.
+
+    ``clip_frac_low``: ``w < 1 - clip_low`` with ``A < 0``; ``clip_frac_high``: ``w > 1 + clip_high``
+    with ``A > 0``; ``clip_frac``: either; ``dual_clip_frac``: where ``dual_clipped`` (from
+    ``per_token_surrogate``) is True; ``ratio_mean``/``ratio_min``/``ratio_max`` of ``w``.
+    """
+    ratio = check_tensor("ratio", ratio, ndim=2).detach()
+    mask = check_mask("mask", mask, "ratio", ratio)
+    valid = mask.bool()
+    _check_nonempty(mask)
+    adv = _check_advantages(advantages, ratio, valid).expand_as(ratio)
+    if dual_clipped is None:
+        dual_clipped = torch.zeros_like(valid)
+    else:
+        dual_clipped = check_tensor("dual_clipped", dual_clipped)
+        check_same_shape("dual_clipped", dual_clipped, "ratio", ratio)
+    low, high = clip_masks(ratio, adv, clip_low, clip_high)
+    low, high = low & valid, high & valid
+    n = valid.sum()
+    return {
+        "clip_frac_low": float(low.sum() / n),
+        "clip_frac_high": float(high.sum() / n),
+        "clip_frac": float((low | high).sum() / n),
+        "dual_clip_frac": float((dual_clipped.bool() & valid).sum() / n),
+        "ratio_mean": float(ratio[valid].mean()),
+        "ratio_min": float(ratio[valid].min()),
+        "ratio_max": float(ratio[valid].max()),
+    }
 
 
 def policy_loss(
@@ -123,7 +284,8 @@ def policy_loss(
     beta: float = 0.0,
     dual_clip: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The clipped policy-gradient loss of PPO, GRPO, Dr. GRPO, DAPO, GSPO and GFPO.
+    """The clipped policy-gradient loss of PPO, GRPO, Dr. GRPO, DAPO, GSPO and GFPO:
+    ``per_token_surrogate`` (+ ``beta * kl``), then ``aggregate``, with ``clip_stats``.
 
     Per token (PPO eq. 7 with DAPO's asymmetric clip):
     ``l_t = -min(w_t * A_t, clip(w_t, 1 - clip_low, 1 + clip_high) * A_t) + beta * kl_t``
@@ -132,7 +294,7 @@ def policy_loss(
         logp: ``[B, T]`` log-probs of the sampled tokens under the policy being trained.
         old_logp: ``[B, T]`` log-probs under the policy that sampled them (no gradient).
         advantages: ``[B]`` per sequence or ``[B, T]`` per token.
-        mask: ``[B, T]`` 1 on completion tokens, 0 on padding.
+        mask: ``[B, T]`` 1 on completion tokens, 0 on padding (what padding holds does not matter).
         clip_low, clip_high: the clip range ``[1 - clip_low, 1 + clip_high]``; ``clip_high=None``
             means symmetric (PPO/GRPO 0.2; DAPO clip-higher 0.2/0.28; GSPO 3e-4/4e-4). A
             ``clip_low`` of 1 or more switches the lower clip off (a ratio is never below 0), as
@@ -152,95 +314,26 @@ def policy_loss(
         dual_clip: verl's dual-clip constant ``c > 1``: for ``A < 0`` the loss is capped at ``-c*A``.
 
     Returns:
-        ``(loss, stats)``: a scalar tensor, and floats ``clip_frac_low`` (``w < 1 - clip_low``
-        with ``A < 0``), ``clip_frac_high`` (``w > 1 + clip_high`` with ``A > 0``), ``clip_frac``,
-        ``dual_clip_frac``, ``ratio_mean``/``ratio_min``/``ratio_max``, all over valid tokens
-        (a sequence-level ratio counts once per token of its sequence), and ``kl_mean`` when
-        ``kl`` is given.
+        ``(loss, stats)``: a scalar tensor, and ``clip_stats``'s floats (a sequence-level ratio
+        counts once per token of its sequence), plus ``kl_mean`` when ``kl`` is given.
     """
-    logp = check_float("logp", logp, ndim=2)
-    old_logp = check_float("old_logp", old_logp, ndim=2)
-    check_same_shape("old_logp", old_logp, "logp", logp)
-    mask = check_mask("mask", mask, "logp", logp)
-    adv = _check_advantages(advantages, logp)
-    clip_low = check_number("clip_low", clip_low, low=0.0)
-    clip_high = clip_low if clip_high is None else check_number("clip_high", clip_high, low=0.0)
-    check_choice("ratio_level", ratio_level, RATIO_LEVELS)
-    check_choice("aggregation", aggregation, AGGREGATIONS)
+    per_token, ratio, dual_clipped = per_token_surrogate(
+        logp, old_logp, advantages, mask, clip_low, clip_high, ratio_level, dual_clip
+    )
+    valid = check_mask("mask", mask, "logp", logp).bool()
     beta = check_number("beta", beta, low=0.0)
     if kl is not None:
-        kl = check_float("kl", kl, ndim=2)
+        kl = check_tensor("kl", kl, ndim=2)
         check_same_shape("kl", kl, "logp", logp)
+        kl = _finite_where("kl", kl, valid)
     elif beta > 0:
         raise ValueError(f"kl must be given when beta > 0, got kl=None with beta={beta}")
-    if dual_clip is not None:
-        dual_clip = check_number("dual_clip", dual_clip, low=1.0, low_open=True)
-
-    lengths = mask.sum(dim=1)
-    if mask.sum() == 0:
-        raise ValueError("mask must select at least one token, got an all-zero mask")
-    needs_full_rows = ratio_level != "token" or aggregation == "seq_mean_token_mean"
-    if needs_full_rows and (lengths == 0).any():
-        raise ValueError(
-            f"mask has {int((lengths == 0).sum())} empty row(s): a per-sequence mean is undefined there "
-            f"(ratio_level={ratio_level!r}, aggregation={aggregation!r}); "
-            "drop those rows or use aggregation='token_mean'"
-        )
-    if aggregation == "seq_mean_token_sum_norm":
-        if max_len is None:
-            raise ValueError(
-                "max_len must be given for aggregation='seq_mean_token_sum_norm' (Dr. GRPO's constant normaliser)"
-            )
-        check_positive_int("max_len", max_len)
-        if lengths.max() > max_len:
-            raise ValueError(f"max_len must be >= the longest completion ({int(lengths.max())} tokens), got {max_len}")
-
-    log_ratio = logp - old_logp
-    if ratio_level == "token":
-        log_w = log_ratio
-    else:
-        # GSPO: the geometric mean of the token ratios, i.e. the mean log-ratio over valid tokens.
-        seq_log_ratio = sequence_log_ratio(log_ratio, mask).unsqueeze(1)
-        if ratio_level == "sequence":
-            log_w = seq_log_ratio.expand_as(logp)
-        else:
-            log_w = logp - logp.detach() + seq_log_ratio.detach()
-    ratio = torch.exp(log_w)
-    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
-    per_token = -torch.min(ratio * adv, clipped * adv)
-    dual_mask = torch.zeros_like(mask, dtype=torch.bool)
-    if dual_clip is not None:
-        cap = -dual_clip * adv
-        dual_mask = (adv < 0) & (per_token > cap)
-        per_token = torch.where(adv < 0, torch.minimum(per_token, cap), per_token)
     if kl is not None and beta > 0:
         per_token = per_token + beta * kl
-
-    if aggregation == "seq_mean_token_mean":
-        loss = ((per_token * mask).sum(dim=1) / lengths).mean()
-    elif aggregation == "token_mean":
-        loss = (per_token * mask).sum() / mask.sum()
-    else:
-        loss = (per_token * mask).sum() / (logp.shape[0] * max_len)
-
-    with torch.no_grad():
-        valid = mask.bool()
-        r = ratio.detach()
-        a = adv.expand_as(r)
-        low, high = clip_masks(r, a, clip_low, clip_high)
-        low, high = low & valid, high & valid
-        n = valid.sum()
-        stats = {
-            "clip_frac_low": float(low.sum() / n),
-            "clip_frac_high": float(high.sum() / n),
-            "clip_frac": float((low | high).sum() / n),
-            "dual_clip_frac": float((dual_mask & valid).sum() / n),
-            "ratio_mean": float(r[valid].mean()),
-            "ratio_min": float(r[valid].min()),
-            "ratio_max": float(r[valid].max()),
-        }
-        if kl is not None:
-            stats["kl_mean"] = float(kl[valid].mean())
+    loss = aggregate(per_token, mask, aggregation, max_len)
+    stats = clip_stats(ratio, advantages, mask, clip_low, clip_high, dual_clipped)
+    if kl is not None:
+        stats["kl_mean"] = float(kl.detach()[valid].mean())
     return loss, stats
 
 

@@ -497,7 +497,7 @@ def paired_updates(
         batch = trainer.collect()
         ro = batch.rollout
         mask = ro.completion_mask.bool()
-        adv = trainer.prepare(batch).advantages.values.unsqueeze(1).expand_as(mask)  # the advantages the update uses
+        adv = trainer.prepare(batch).advantages.advantages.unsqueeze(1).expand_as(mask)  # as the update sees them
         pos, neg = mask & (adv > 0), mask & (adv < 0)
         logp0, ent0 = measure(ro)
         low = pos & (logp0.exp() < low_p)

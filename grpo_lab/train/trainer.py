@@ -1,10 +1,11 @@
-"""One training loop for every algorithm.
+"""One training loop for every algorithm, read top to bottom in ``Trainer.train_step``:
 
-Each step: sample prompts -> roll out G completions each -> score -> filter (DAPO's dynamic
-sampling, GFPO's top-k) -> advantages -> for each mini-batch and epoch: the policy loss
-(+ KL, + value loss for PPO) -> guarded optimiser step -> metrics.
+collect (sample prompts, roll out G completions each) -> score -> filter (DAPO's dynamic sampling,
+GFPO's top-k) -> advantages (``estimators.py``) -> update (for each epoch and mini-batch: the policy
+loss, + KL, + value loss for PPO, then a guarded optimiser step) -> log the step's metrics.
 
-The algorithm is data (``algorithms.Algorithm``); this file is the only place that acts on it.
+The algorithm is data (``algorithms.Algorithm``); this file and the estimators are the only places
+that act on it. The batch types are described in ``batch.py``.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import json
 import math
 import os
 import random
-import resource
 import secrets
 import shutil
 import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -33,24 +34,25 @@ import torch
 from tqdm.auto import tqdm
 
 from ..algorithms import Algorithm, get_algorithm
-from ..core.advantages import (
-    adaptive_k,
-    dynamic_sampling_keep,
-    gae,
-    gfpo_advantages,
-    gfpo_keep,
-    group_advantages,
-    reward_quartiles,
-    whiten,
-)
+from ..core.advantages import adaptive_k, dynamic_sampling_keep, gfpo_keep, reward_quartiles
 from ..core.checks import check_positive_int
 from ..core.kl import kl_estimate
 from ..core.losses import POLICY_LOSS_STATS, masked_mean, policy_loss, value_loss
-from ..core.rewards import kl_shaped_rewards, soft_overlong_penalty
+from ..core.rewards import soft_overlong_penalty
+from ..lab.memory import peak_memory_mb
 from ..lab.metrics import evaluate
 from ..lab.models import check_model_folder, load_policy, set_threads
 from ..lab.rollout import Rollout, encode_prompts, sample_group, token_logps
 from ..lab.tasks import Task, get_task, score_completions
+from .batch import Advantages, Batch, Sampled, UpdateBatch, check_batch_shape
+from .critic import ValueModel
+from .estimators import ADVANTAGE_ESTIMATORS
+
+__all__ = [  # the names other modules and notebooks import from here, some defined elsewhere
+    "ADVANTAGE_ESTIMATORS", "Advantages", "Batch", "MAX_SEED", "Sampled", "TrainConfig", "Trainer", "UpdateBatch",
+    "ValueModel", "check_checkpoint_target", "check_output_file", "check_output_folder", "peak_memory_mb",
+    "policy_digest", "run", "save_json", "stop_on_signal", "unused_fields",
+]  # fmt: skip
 
 MAX_SEED = 2**32 - 1
 """Seeds are 32-bit, as NumPy's are: larger ones overflow the per-step generators derived from them."""
@@ -132,138 +134,17 @@ class TrainConfig:
         return get_algorithm(self.algo, **self.algo_overrides)
 
 
-class ValueModel(torch.nn.Module):
-    """PPO's critic: a copy of the policy's transformer trunk with a scalar head (V per token)."""
-
-    def __init__(self, policy):
-        super().__init__()
-        self.trunk = copy.deepcopy(policy.model)  # the base model under a *ForCausalLM
-        self.head = torch.nn.Linear(policy.config.hidden_size, 1)
-        torch.nn.init.zeros_(self.head.weight)
-        torch.nn.init.zeros_(self.head.bias)
-
-    def forward(
-        self,
-        prompt_ids: torch.Tensor,
-        prompt_mask: torch.Tensor,
-        completion_ids: torch.Tensor,
-        completion_mask: torch.Tensor,
-    ) -> torch.Tensor:
-        ids = torch.cat([prompt_ids, completion_ids], dim=1)
-        am = torch.cat([prompt_mask, completion_mask], dim=1)
-        pos = (am.cumsum(dim=1) - 1).clamp_min(0)
-        h = self.trunk(input_ids=ids, attention_mask=am, position_ids=pos).last_hidden_state
-        T = completion_ids.shape[1]
-        # V(s_t) is read where the policy reads the logits for token t: one position earlier.
-        return self.head(h[:, -T - 1 : -1, :].float()).squeeze(-1) * completion_mask
-
-
-def peak_memory_mb(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
-@dataclass(frozen=True)
-class Sampled:
-    """Every completion a step sampled, before a filter chose the rows to train on (GFPO's top-k)."""
-
-    correct: torch.Tensor  # [N] 1.0 right / 0.0 wrong
-    rewards: torch.Tensor  # [N] the shaped rewards the advantages are computed from
-    lengths: torch.Tensor  # [N] completion lengths in tokens
-    texts: list[str]
-    keep: torch.Tensor  # [N] bool: the rows that became the batch
-    group_size: int  # completions sampled per prompt
-
-
-@dataclass(frozen=True)
-class Batch:
-    """What one step trains on, as ``Trainer.collect`` returns it.
-
-    ``stats`` holds the numbers measured while collecting (``gen_rounds``, ``zero_std_frac``,
-    ``reward_std_within_group``; DAPO's ``kept_groups``, adaptive GFPO's ``gfpo_k_mean``); they go
-    into the step's metrics as they are. ``sampled`` is set when a filter dropped rows: the step's
-    accuracy and lengths are then measured on everything sampled, and GFPO's advantages use the
-    statistics of each sampled group.
-    """
-
-    rollout: Rollout
-    correct: torch.Tensor  # [B] 1.0 right / 0.0 wrong, per row of ``rollout``
-    rewards: torch.Tensor  # [B] shaped rewards (correctness + DAPO's overlong penalty)
-    stats: dict[str, float]
-    sampled: Sampled | None = None
-
-
-@dataclass(frozen=True)
-class Advantages:
-    """An estimator's output: advantages, plus the critic's targets when there is a critic."""
-
-    values: torch.Tensor  # [B] per sequence or [B, T] per token
-    returns: torch.Tensor | None = None  # GAE: the value targets
-    old_values: torch.Tensor | None = None  # GAE: the critic's values when the batch was sampled
-
-
-@dataclass(frozen=True)
-class UpdateBatch:
-    """A ``Batch`` as the optimiser steps read it: computed once per step, sliced per mini-batch."""
-
-    rollout: Rollout
-    mask: torch.Tensor  # [B, T] float: the tokens that enter the loss (DAPO's overlong filter applied)
-    advantages: Advantages
-    old_logp: torch.Tensor | None  # [B, T] under the policy that sampled; None: on-policy (one update)
-    ref_logp: torch.Tensor | None  # [B, T] under the reference; None when there is none
-
-
-AdvantageEstimator = Callable[
-    ["Trainer", Batch, torch.Tensor, "torch.Tensor | None", "torch.Tensor | None"], Advantages
-]
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
-"""``Algorithm.advantage`` -> its estimator ``(trainer, batch, mask, old_logp, ref_logp)``, as verl
-registers its advantage estimators; ``Trainer.prepare`` is the one caller."""
-
-
-def _estimator(name: str) -> Callable[[AdvantageEstimator], AdvantageEstimator]:
-    def register(fn: AdvantageEstimator) -> AdvantageEstimator:
-        ADVANTAGE_ESTIMATORS[name] = fn
-        return fn
-
-    return register
-
-
-@_estimator("group")
-def _group_estimator(trainer: "Trainer", batch: Batch, mask, old_logp, ref_logp) -> Advantages:
-    """GRPO family: each reward against its group's (consecutive rows) mean, scaled by ``scale``."""
-    return Advantages(group_advantages(batch.rewards, trainer.cfg.group_size, scale=trainer.algo.scale))
-
-
-@_estimator("gfpo")
-def _gfpo_estimator(trainer: "Trainer", batch: Batch, mask, old_logp, ref_logp) -> Advantages:
-    """GFPO: group statistics over the retained responses of each *sampled* group."""
-    s = batch.sampled
-    return Advantages(gfpo_advantages(s.rewards, s.keep, s.group_size)[s.keep])
-
-
-@_estimator("gae")
-def _gae_estimator(trainer: "Trainer", batch: Batch, mask, old_logp, ref_logp) -> Advantages:
-    """PPO: the critic's values, KL-shaped token rewards, GAE, whitened advantages."""
-    ro, a = batch.rollout, trainer.algo
-    with torch.no_grad():
-        old_values = trainer.critic(ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
-        reference = ref_logp if ref_logp is not None else old_logp
-        token_rewards = kl_shaped_rewards(batch.rewards, old_logp, reference, mask, a.beta)
-        raw_adv, returns = gae(token_rewards, old_values, mask, a.gamma, a.lam)
-        adv = whiten(raw_adv, mask)  # returns were taken before whitening (pitfall 1)
-    return Advantages(adv, returns=returns, old_values=old_values)
-
-
 def _sampling_stats(correct: torch.Tensor, rewards: torch.Tensor, group_size: int) -> dict[str, float]:
     """Two numbers about the groups as sampled, before any filter.
 
     ``zero_std_frac``: the share of groups whose answers are all right or all wrong (correctness,
     the quantity DAPO's filter tests). ``reward_std_within_group``: the standard deviation (N-1) of
     the *rewards* (shaped, as the advantages see them) within each group, averaged over groups;
-    for every algorithm the same quantity, on the first generation round.
+    for every algorithm the same quantity, on the first generation round. Both are NaN for groups
+    of one (PPO may sample a single completion per prompt): such groups have no spread to measure.
     """
+    if group_size < 2:
+        return {"zero_std_frac": float("nan"), "reward_std_within_group": float("nan")}
     return {
         "zero_std_frac": float(1 - dynamic_sampling_keep(correct, group_size).float().mean()),
         "reward_std_within_group": float(rewards.view(-1, group_size).std(dim=1).mean()),
@@ -309,11 +190,12 @@ class Trainer:
         sampler: Callable[..., Rollout] | None = None,
         scorer: Callable[..., list[float]] | None = None,
     ):
+        self.algo = cfg.algorithm()
+        check_batch_shape(self.algo, cfg.prompts_per_step, cfg.group_size)  # before loading anything
         set_threads()
         self.sampler = sample_group if sampler is None else sampler
         self.scorer = score_completions if scorer is None else scorer
         self.cfg = cfg
-        self.algo = cfg.algorithm()
         torch.manual_seed(cfg.seed)
         if model is None:
             model, tokenizer = load_policy(cfg.model, cfg.device)
@@ -337,8 +219,34 @@ class Trainer:
         self.stop_reason: str | None = None
         self.seen_difficulty: list[float] = []  # GFPO adaptive k: mean reward of every prompt seen
         self.samples_generated = 0
+        self._said_minibatches = False  # the cut in mini-batches is reported once per trainer
 
-    # --- rollout and scoring ---------------------------------------------------------------
+    # --- one step, top to bottom -----------------------------------------------------------
+
+    def train_step(self, batch: Batch | None = None) -> dict:
+        """One step: collect, score and filter a batch, compute its advantages, update the policy
+        on it; returns this step's metrics.
+
+        ``batch``: update on this ``collect()`` result instead of sampling a new one (so that two
+        update rules can be applied to the same batch, as ``experiments.paired_updates`` does).
+        The batch is not changed.
+        """
+        t0 = time.perf_counter()
+        batch = self.collect() if batch is None else batch  # sample, score, filter
+        t_rollout = time.perf_counter() - t0
+        metrics = {"step": self.step + 1, **self._sample_metrics(batch, t_rollout)}
+        rows = self._trainable_rows(batch)
+        if rows is None:
+            metrics.update(self._finish_metrics(t0, t_rollout, skipped="empty batch"))
+            return metrics
+        update_batch = self.prepare(batch)  # advantages, old and reference log-probs
+        metrics.update(self._optimise(update_batch, rows))  # epochs x mini-batches of guarded updates
+        if update_batch.ref_logp is not None:
+            metrics["kl"] = self._kl_to_reference(update_batch)
+        metrics.update(self._finish_metrics(t0, t_rollout))
+        return metrics
+
+    # --- collect: sample and score ---------------------------------------------------------
 
     @staticmethod
     def prompt_indices(rng: random.Random, n_rows: int, n: int) -> list[int]:
@@ -351,35 +259,32 @@ class Trainer:
         """The next ``n`` training rows (columns as lists) of the prompt stream."""
         return self.task.train[self.prompt_indices(self.prompt_rng, len(self.task.train), n)]
 
-
-    def _rollout(self, n_prompts: int, group_size: int):
+    def _rollout(self, n_prompts: int, group_size: int) -> tuple[Rollout, torch.Tensor]:
+        """Sample ``group_size`` completions for each of the next ``n_prompts`` prompts and score them."""
         rows = self.next_prompts(n_prompts)
         ids, mask = encode_prompts(
             self.tokenizer, rows["prompt"], chat=self.task.chat, system=self.cfg.system_prompt, device=self.device
         )
-        ro = self.sampler(
-            self.model,
-            self.tokenizer,
-            ids,
-            mask,
-            group_size,
-            self.cfg.max_new_tokens,
-            self.cfg.temperature,
+        rollout = self.sampler(
+            self.model, self.tokenizer, ids, mask, group_size, self.cfg.max_new_tokens, self.cfg.temperature,
             self.sample_gen,
-        )
-        answers = [a for a in rows["answer"] for _ in range(group_size)]
+        )  # fmt: skip
+        answers = [answer for answer in rows["answer"] for _ in range(group_size)]
         correct = torch.tensor(
-            self.scorer(self.task.reward_fn, ro.texts, answers, ro.finished.tolist()),
+            self.scorer(self.task.reward_fn, rollout.texts, answers, rollout.finished.tolist()),
             dtype=torch.float32,
         )
-        self.samples_generated += ro.completion_ids.shape[0]
-        return ro, correct
+        self.samples_generated += rollout.completion_ids.shape[0]
+        return rollout, correct
 
-    def _reward(self, ro: Rollout, correct: torch.Tensor) -> torch.Tensor:
+    def _reward(self, rollout: Rollout, correct: torch.Tensor) -> torch.Tensor:
+        """The shaped reward: correctness, plus DAPO's soft overlong penalty when it is on."""
         rewards = correct.clone()
         if self.algo.overlong_penalty:
-            rewards += soft_overlong_penalty(ro.lengths, self.cfg.max_new_tokens, self.algo.overlong_cache)
+            rewards += soft_overlong_penalty(rollout.lengths, self.cfg.max_new_tokens, self.algo.overlong_cache)
         return rewards
+
+    # --- filter ----------------------------------------------------------------------------
 
     def collect(self) -> Batch:
         """Sample, score and filter one batch to train on.
@@ -389,180 +294,171 @@ class Trainer:
         """
         if self.algo.advantage == "gfpo":
             return self._collect_gfpo()
-        a, cfg, G = self.algo, self.cfg, self.cfg.group_size
-        ro, correct = self._rollout(cfg.prompts_per_step, G)
-        rewards = self._reward(ro, correct)
+        algo, n_prompts, G = self.algo, self.cfg.prompts_per_step, self.cfg.group_size
+        rollout, correct = self._rollout(n_prompts, G)
+        rewards = self._reward(rollout, correct)
         stats: dict[str, float] = {"gen_rounds": 1, **_sampling_stats(correct, rewards, G)}
-        if not a.dynamic_sampling:
-            return Batch(ro, correct, rewards, stats)
-        parts, kept_c, kept_r = [], [], []
+        if not algo.dynamic_sampling:
+            return Batch(rollout, correct, rewards, stats)
+        parts, kept_correct, kept_rewards = [], [], []
         n_kept, rounds = 0, 0
         while True:
             # DAPO filters on accuracy (verl: filter_groups.metric=acc), not on shaped rewards:
             # an all-wrong group is dropped even if the length penalty spreads its rewards.
             keep_groups = dynamic_sampling_keep(correct, G)
             rows = keep_groups.repeat_interleave(G)
-            parts.append(ro.select(rows))
-            kept_c.append(correct[rows])
-            kept_r.append(rewards[rows])
+            parts.append(rollout.select(rows))
+            kept_correct.append(correct[rows])
+            kept_rewards.append(rewards[rows])
             n_kept += int(keep_groups.sum())
             rounds += 1
-            if n_kept >= cfg.prompts_per_step or rounds >= a.max_gen_batches:
+            if n_kept >= n_prompts or rounds >= algo.max_gen_batches:
                 break
-            ro, correct = self._rollout(cfg.prompts_per_step, G)
-            rewards = self._reward(ro, correct)
-        ro = Rollout.cat(parts, self.tokenizer.pad_token_id)
-        correct, rewards = torch.cat(kept_c), torch.cat(kept_r)
-        n = min(n_kept, cfg.prompts_per_step) * G
+            rollout, correct = self._rollout(n_prompts, G)
+            rewards = self._reward(rollout, correct)
+        rollout = Rollout.cat(parts, self.tokenizer.pad_token_id)
+        correct, rewards = torch.cat(kept_correct), torch.cat(kept_rewards)
+        n = min(n_kept, n_prompts) * G
         stats.update(gen_rounds=rounds, kept_groups=n // G)
-        return Batch(ro.select(torch.arange(n)), correct[:n], rewards[:n], stats)
+        return Batch(rollout.select(torch.arange(n)), correct[:n], rewards[:n], stats)
 
     def _collect_gfpo(self) -> Batch:
         """GFPO: sample G = ``gfpo_group_size`` per prompt, keep k = ``group_size`` (or an adaptive k)."""
-        a, cfg = self.algo, self.cfg
-        G, k = a.gfpo_group_size, cfg.group_size
-        ro, correct = self._rollout(cfg.prompts_per_step, G)
-        rewards = self._reward(ro, correct)
+        algo, n_prompts = self.algo, self.cfg.prompts_per_step
+        G, k = algo.gfpo_group_size, self.cfg.group_size
+        rollout, correct = self._rollout(n_prompts, G)
+        rewards = self._reward(rollout, correct)
         stats: dict[str, float] = {"gen_rounds": 1}
-        if a.gfpo_adaptive:
+        if algo.gfpo_adaptive:
             means = correct.view(-1, G).mean(dim=1)
-            if len(self.seen_difficulty) >= 4 * cfg.prompts_per_step:  # enough history for quartiles
+            if len(self.seen_difficulty) >= 4 * n_prompts:  # enough history for quartiles
                 q = reward_quartiles(torch.tensor(self.seen_difficulty))
                 by_bucket = (k, k, max(2, k * 3 // 4), max(2, k // 2))
                 k = adaptive_k(means, q, k_by_bucket=by_bucket)
             self.seen_difficulty += means.tolist()
             stats["gfpo_k_mean"] = float(k.float().mean()) if isinstance(k, torch.Tensor) else float(k)
-        keep = gfpo_keep(rewards, ro.lengths.float(), G, k, metric=a.gfpo_metric)
+        keep = gfpo_keep(rewards, rollout.lengths.float(), G, k, metric=algo.gfpo_metric)
         stats.update(_sampling_stats(correct, rewards, G))
-        sampled = Sampled(correct, rewards, ro.lengths, ro.texts, keep, G)
+        sampled = Sampled(correct, rewards, rollout.lengths, rollout.texts, keep, G)
         # Rejected responses get A = 0 and would add nothing but cost to the backward pass.
         # With adaptive k the number kept varies by prompt, so the batch has no single group size (0).
         kept_per_prompt = k if isinstance(k, int) else 0
-        return Batch(ro.select(keep, group_size=kept_per_prompt), correct[keep], rewards[keep], stats, sampled)
+        return Batch(rollout.select(keep, group_size=kept_per_prompt), correct[keep], rewards[keep], stats, sampled)
 
-    # --- one step --------------------------------------------------------------------------
-
-    @torch.no_grad()
-    def _ref_logp(self, ro: Rollout) -> torch.Tensor | None:
-        if self.ref is None:
-            return None
-        logp, _ = token_logps(
-            self.ref, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, self.cfg.temperature
-        )
-        return logp
-
-    def _loss_mask(self, ro: Rollout) -> torch.Tensor:
+    def _loss_mask(self, rollout: Rollout) -> torch.Tensor:
         """The tokens that enter the loss: the completion, minus truncated rows under DAPO's overlong filter."""
-        mask = ro.completion_mask.float()
+        mask = rollout.completion_mask.float()
         if self.algo.overlong_filter:
-            mask = mask * ro.finished.float().unsqueeze(1)
+            mask = mask * rollout.finished.float().unsqueeze(1)
         return mask
+
+    def _trainable_rows(self, batch: Batch) -> torch.Tensor | None:
+        """The rows with at least one token in the loss, or None when there is none (nothing to train on)."""
+        has_tokens = self._loss_mask(batch.rollout).sum(dim=1) > 0
+        if batch.rewards.numel() == 0 or not bool(has_tokens.any()):
+            return None
+        return has_tokens.nonzero().flatten()
+
+    # --- advantages ------------------------------------------------------------------------
+
+    def _logp(self, model: torch.nn.Module, rollout: Rollout) -> torch.Tensor:
+        logp, _ = token_logps(
+            model, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask,
+            self.cfg.temperature,
+        )  # fmt: skip
+        return logp
 
     def prepare(self, batch: Batch) -> UpdateBatch:
         """What every optimiser step of this batch reads, computed once: the loss mask, the old and
         reference log-probs, and the advantages (the one place they are computed, through
         ``ADVANTAGE_ESTIMATORS[algo.advantage]``)."""
-        a, ro = self.algo, batch.rollout
-        mask = self._loss_mask(ro)
-        ref_logp = self._ref_logp(ro)
-        old_logp = None
-        if a.minibatches * a.epochs > 1 or self.critic is not None:  # GAE's KL-shaped rewards need them
-            with torch.no_grad():
-                old_logp, _ = token_logps(
-                    self.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask,
-                    self.cfg.temperature,
-                )  # fmt: skip
-        advantages = ADVANTAGE_ESTIMATORS[a.advantage](self, batch, mask, old_logp, ref_logp)
-        return UpdateBatch(ro, mask, advantages, old_logp, ref_logp)
+        algo, rollout = self.algo, batch.rollout
+        mask = self._loss_mask(rollout)
+        with torch.no_grad():
+            ref_logp = self._logp(self.ref, rollout) if self.ref is not None else None
+            old_logp = None
+            if algo.minibatches * algo.epochs > 1 or self.critic is not None:  # GAE's KL-shaped rewards need them
+                old_logp = self._logp(self.model, rollout)
+            values = None
+            if self.critic is not None:
+                values = self.critic(
+                    rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask
+                )
+        estimate = ADVANTAGE_ESTIMATORS[algo.advantage]
+        advantages = estimate(
+            batch.rewards, mask, algo, self.cfg.group_size,
+            sampled=batch.sampled, old_logp=old_logp, ref_logp=ref_logp, values=values,
+        )  # fmt: skip
+        return UpdateBatch(rollout, mask, advantages, old_logp, ref_logp)
 
-    def train_step(self, batch: Batch | None = None) -> dict:
-        """Collect a batch and update the policy on it; returns this step's metrics.
+    # --- update ----------------------------------------------------------------------------
 
-        ``batch``: update on this ``collect()`` result instead of sampling a new one (so that two
-        update rules can be applied to the same batch, as ``experiments.paired_updates`` does).
-        The batch is not changed.
-        """
-        a, cfg = self.algo, self.cfg
-        t0 = time.perf_counter()
-        batch = self.collect() if batch is None else batch
-        t_rollout = time.perf_counter() - t0
-        ro, rewards = batch.rollout, batch.rewards
-        # Accuracy and lengths describe everything sampled, also what a filter dropped.
-        everything = torch.ones_like(rewards, dtype=torch.bool)
-        seen = batch.sampled or Sampled(batch.correct, rewards, ro.lengths, ro.texts, everything, 0)
-        metrics = {"step": self.step + 1}
-        metrics.update(self._batch_metrics(seen.correct, seen.lengths.float()))
-        if self.task.features is not None:
-            metrics.update(self._feature_metrics(seen.texts, seen.correct))
-        metrics["reward_mean"] = float(rewards.mean()) if rewards.numel() else float("nan")
-        metrics["tokens_per_second"] = float(seen.lengths.sum()) / max(t_rollout, 1e-9)
-        metrics["truncated_frac"] = float((~ro.finished).float().mean()) if ro.finished.numel() else 0.0
-        metrics.update(batch.stats)
-
-        keep_rows = self._loss_mask(ro).sum(dim=1) > 0
-        if rewards.numel() == 0 or not bool(keep_rows.any()):
-            metrics.update(self._finish_metrics(t0, t_rollout, skipped="empty batch"))
-            return metrics
-
-        ub = self.prepare(batch)
-        rows = keep_rows.nonzero().flatten()
-        perm_gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step)
+    def _optimise(self, update_batch: UpdateBatch, rows: torch.Tensor) -> dict[str, float]:
+        """``epochs`` passes over ``rows`` in ``minibatches`` shuffled mini-batches, one guarded
+        optimiser step each: the updates' reduced stats, ``updates`` and ``skipped_updates``, and
+        ``minibatches_effective`` when the batch had too few rows for the mini-batches asked for."""
+        algo = self.algo
+        perm_gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.step)
+        policy_frozen = self.critic is not None and self.step < algo.critic_warmup_steps
         outs, skipped = [], 0
-        policy_frozen = self.critic is not None and self.step < a.critic_warmup_steps
-        for _ in range(a.epochs):
-            order = rows[torch.randperm(len(rows), generator=perm_gen)] if a.minibatches > 1 else rows
-            for mb in order.chunk(a.minibatches):
-                if len(mb) == 0:
-                    continue
-                out = self._update(ub, mb, policy_frozen)
+        for _ in range(algo.epochs):
+            order = rows[torch.randperm(len(rows), generator=perm_gen)] if algo.minibatches > 1 else rows
+            minibatches = order.chunk(algo.minibatches)
+            for minibatch in minibatches:
+                out = self._update(update_batch, minibatch, policy_frozen)
                 if out is None:
                     skipped += 1
                 else:
                     outs.append(out)
         self.skipped_steps += skipped
-        metrics.update(_reduce_updates(outs))
-        metrics["updates"] = len(outs)
-        metrics["skipped_updates"] = skipped
-        if ub.ref_logp is not None:
-            base = ub.old_logp if ub.old_logp is not None else ro.sample_logp
-            # KL of the policy that sampled this batch to the reference, per token, k3 (as TRL logs it).
-            metrics["kl"] = float(masked_mean(kl_estimate(base, ub.ref_logp, "k3"), ro.completion_mask.float()))
-        metrics.update(self._finish_metrics(t0, t_rollout))
-        return metrics
+        result = {**_reduce_updates(outs), "updates": len(outs), "skipped_updates": skipped}
+        if len(minibatches) != algo.minibatches:
+            result["minibatches_effective"] = len(minibatches)
+            if not self._said_minibatches:
+                self._said_minibatches = True
+                warnings.warn(
+                    f"minibatches={algo.minibatches}, but step {self.step + 1} had {len(rows)} rows to train on, "
+                    f"which split into {len(minibatches)} mini-batches; each step records the number it ran as "
+                    "minibatches_effective",
+                    stacklevel=3,
+                )
+        return result
 
-    def _update(self, ub: UpdateBatch, mb: torch.Tensor, policy_frozen: bool) -> dict[str, float] | None:
-        """One guarded optimiser step on rows ``mb`` of ``ub``: its stats, or None when it was
+    def _update(self, update_batch: UpdateBatch, rows: torch.Tensor, policy_frozen: bool) -> dict[str, float] | None:
+        """One guarded optimiser step on ``rows`` of ``update_batch``: its stats, or None when it was
         skipped (non-finite log-probs, loss or gradient)."""
-        a, cfg, ro = self.algo, self.cfg, ub.rollout
+        algo, cfg, rollout = self.algo, self.cfg, update_batch.rollout
         self.model.train()
-        logp, ent = token_logps(
-            self.model, ro.prompt_ids[mb], ro.prompt_mask[mb], ro.completion_ids[mb], ro.completion_mask[mb],
-            cfg.temperature, with_entropy=True,
+        logp, entropy_per_token = token_logps(
+            self.model, rollout.prompt_ids[rows], rollout.prompt_mask[rows], rollout.completion_ids[rows],
+            rollout.completion_mask[rows], cfg.temperature, with_entropy=True,
         )  # fmt: skip
-        m = ub.mask[mb]
-        old = ub.old_logp[mb] if ub.old_logp is not None else logp.detach()
+        mask = update_batch.mask[rows]
+        old_logp = update_batch.old_logp[rows] if update_batch.old_logp is not None else logp.detach()
         kl = None
-        if a.beta > 0 and not a.kl_in_reward:
-            kl = kl_estimate(logp, ub.ref_logp[mb], a.kl_kind)
-        A = ub.advantages.values[mb]
+        if algo.beta > 0 and not algo.kl_in_reward:
+            kl = kl_estimate(logp, update_batch.ref_logp[rows], algo.kl_kind)
+        estimate = update_batch.advantages
         if not torch.isfinite(logp).all():
             return None
         loss, stats = policy_loss(
-            logp, old, A, m, clip_low=a.clip_low, clip_high=a.clip_high, ratio_level=a.ratio_level,
-            aggregation=a.aggregation, max_len=cfg.max_new_tokens, kl=kl, beta=a.beta if kl is not None else 0.0,
-            dual_clip=a.dual_clip,
+            logp, old_logp, estimate.advantages[rows], mask, clip_low=algo.clip_low, clip_high=algo.clip_high,
+            ratio_level=algo.ratio_level, aggregation=algo.aggregation, max_len=cfg.max_new_tokens, kl=kl,
+            beta=algo.beta if kl is not None else 0.0, dual_clip=algo.dual_clip,
         )  # fmt: skip
-        entropy = masked_mean(ent, m)
-        if a.entropy_coef:
-            loss = loss - a.entropy_coef * entropy
+        entropy = masked_mean(entropy_per_token, mask)
+        if algo.entropy_coef:
+            loss = loss - algo.entropy_coef * entropy
         if policy_frozen:
             loss = loss * 0.0
         v_loss = None
         if self.critic is not None:
-            adv = ub.advantages
-            values = self.critic(ro.prompt_ids[mb], ro.prompt_mask[mb], ro.completion_ids[mb], ro.completion_mask[mb])
-            v_loss = value_loss(values, adv.old_values[mb], adv.returns[mb], m, clip=a.value_clip)
-            loss = loss + a.vf_coef * v_loss
+            values = self.critic(
+                rollout.prompt_ids[rows], rollout.prompt_mask[rows], rollout.completion_ids[rows],
+                rollout.completion_mask[rows],
+            )  # fmt: skip
+            v_loss = value_loss(values, estimate.old_values[rows], estimate.returns[rows], mask, clip=algo.value_clip)
+            loss = loss + algo.vf_coef * v_loss
         if not torch.isfinite(loss):
             return None  # never train on NaN: skip and count
         self.opt.zero_grad(set_to_none=True)
@@ -584,6 +480,29 @@ class Trainer:
         if v_loss is not None:
             out["value_loss"] = v_loss.item()
         return out
+
+    # --- log -------------------------------------------------------------------------------
+
+    def _sample_metrics(self, batch: Batch, t_rollout: float) -> dict[str, float]:
+        """What the step sampled: accuracy and lengths over everything sampled (also what a filter
+        dropped), the task's features, the batch's rewards, speed, truncation, ``batch.stats``."""
+        rollout, rewards = batch.rollout, batch.rewards
+        everything = torch.ones_like(rewards, dtype=torch.bool)
+        seen = batch.sampled or Sampled(batch.correct, rewards, rollout.lengths, rollout.texts, everything, 0)
+        metrics = self._batch_metrics(seen.correct, seen.lengths.float())
+        if self.task.features is not None:
+            metrics.update(self._feature_metrics(seen.texts, seen.correct))
+        metrics["reward_mean"] = float(rewards.mean()) if rewards.numel() else float("nan")
+        metrics["tokens_per_second"] = float(seen.lengths.sum()) / max(t_rollout, 1e-9)
+        metrics["truncated_frac"] = float((~rollout.finished).float().mean()) if rollout.finished.numel() else 0.0
+        metrics.update(batch.stats)
+        return metrics
+
+    def _kl_to_reference(self, update_batch: UpdateBatch) -> float:
+        """KL of the policy that sampled the batch to the reference, per token, k3 (as TRL logs it)."""
+        rollout = update_batch.rollout
+        base = update_batch.old_logp if update_batch.old_logp is not None else rollout.sample_logp
+        return float(masked_mean(kl_estimate(base, update_batch.ref_logp, "k3"), rollout.completion_mask.float()))
 
     def _feature_metrics(self, texts: list[str], correct: torch.Tensor) -> dict[str, float]:
         """The task's features (e.g. filler length, format) averaged over all, right and wrong answers."""
@@ -629,11 +548,12 @@ class Trainer:
         save_every: int | None = None,
     ) -> list[dict]:
         """Run ``steps`` more steps (default: the config's). ``callback(metrics)`` after each step
-        (a live plot, say). Stops early when a budget or ``kl_stop`` is reached, and on Ctrl-C
-        (SIGINT) or SIGTERM after the current step (``stop_reason`` "interrupted"; a second signal
-        stops at once). With ``checkpoint_dir`` the run is saved there when it stops, and every
+        (a live plot, say). Stops early when a budget or ``kl_stop`` is reached, when every update
+        of a step was skipped (the loss or gradient was NaN or infinite), and on Ctrl-C (SIGINT) or
+        SIGTERM after the current step (``stop_reason`` "interrupted"; a second signal stops at
+        once). With ``checkpoint_dir`` the run is saved there when it stops, and every
         ``save_every`` steps when given, so a crash loses at most that many steps."""
-        steps = self.cfg.steps if steps is None else steps
+        steps = self.cfg.steps if steps is None else check_positive_int("steps", steps, minimum=0)
         if save_every is not None:
             check_positive_int("save_every", save_every)
         if save_every is not None and checkpoint_dir is None:
@@ -656,16 +576,7 @@ class Trainer:
                 )
                 if callback is not None:
                     callback(m)
-                if _take_stop_request():
-                    self.stop_reason = "interrupted"
-                elif self.cfg.max_seconds is not None and m["wall_seconds"] >= self.cfg.max_seconds:
-                    self.stop_reason = f"time budget of {self.cfg.max_seconds:g} s reached at step {self.step}"
-                elif self.cfg.max_samples is not None and self.samples_generated >= self.cfg.max_samples:
-                    self.stop_reason = (
-                        f"sample budget of {self.cfg.max_samples} completions reached at step {self.step}"
-                    )
-                elif self.cfg.kl_stop is not None and m.get("kl", 0.0) > self.cfg.kl_stop:
-                    self.stop_reason = f"kl {m['kl']:.4f} > kl_stop {self.cfg.kl_stop} at step {self.step}"
+                self.stop_reason = self._why_stop(m)
                 if self.stop_reason is not None:
                     break
                 if save_every is not None and self.step % save_every == 0 and i < steps - 1:
@@ -674,6 +585,24 @@ class Trainer:
             if checkpoint_dir is not None:
                 self.save(checkpoint_dir)
         return self.history
+
+    def _why_stop(self, m: dict) -> str | None:
+        """Why the run stops after the step whose metrics are ``m``, or None to go on."""
+        cfg = self.cfg
+        if _take_stop_request():
+            return "interrupted"
+        if m.get("updates") == 0 and m.get("skipped_updates", 0) > 0:
+            return (
+                f"every update of step {self.step} was skipped (NaN or infinite loss or gradient), so the "
+                f"policy no longer learns; most often the learning rate (lr={cfg.lr:g}) is far too large"
+            )
+        if cfg.max_seconds is not None and m["wall_seconds"] >= cfg.max_seconds:
+            return f"time budget of {cfg.max_seconds:g} s reached at step {self.step}"
+        if cfg.max_samples is not None and self.samples_generated >= cfg.max_samples:
+            return f"sample budget of {cfg.max_samples} completions reached at step {self.step}"
+        if cfg.kl_stop is not None and m.get("kl", 0.0) > cfg.kl_stop:
+            return f"kl {m['kl']:.4f} > kl_stop {cfg.kl_stop} at step {self.step}"
+        return None
 
     # --- save and resume -------------------------------------------------------------------
 
