@@ -11,74 +11,15 @@ import math
 
 import pytest
 
-from grpo_lab.study.experiments import (
+from grpo_lab.study.histories import (
     RUN_METRICS,
     format_seed_table,
     format_tests,
-    holm,
-    mean_and_spread,
     run_metrics,
     seed_table,
-    student_t_two_sided_p,
     welch_against_baseline,
-    welch_test,
 )
 from grpo_lab.train.trainer import TrainConfig, Trainer
-
-
-def test_mean_and_spread_by_hand():
-    s = mean_and_spread([0.70, 0.75, 0.80])
-    # mean 0.75; deviations -0.05, 0, 0.05: sample variance 0.005/2 = 0.0025, std 0.05; se 0.05/sqrt(3)
-    assert s["n"] == 3 and s["mean"] == pytest.approx(0.75)
-    assert s["std"] == pytest.approx(0.05) and s["se"] == pytest.approx(0.05 / math.sqrt(3))
-    assert (s["min"], s["max"]) == (0.70, 0.80)
-
-
-def test_mean_and_spread_skips_missing_values_and_one_value_has_no_spread():
-    s = mean_and_spread([2.0, None, float("nan")])
-    assert s == {"n": 1, "mean": 2.0, "std": 0.0, "se": 0.0, "min": 2.0, "max": 2.0}
-    with pytest.raises(ValueError, match="values must hold at least one number"):
-        mean_and_spread([None])
-
-
-# Reference values from scipy 1.17 (stats.ttest_ind(b, a, equal_var=False) and 2 * stats.t.sf), typed in:
-# an implementation independent of the lab's own continued fraction.
-def test_welch_test_matches_scipy():
-    d = welch_test([0.70, 0.75, 0.80], [0.50, 0.58, 0.61])
-    assert d["diff"] == pytest.approx(-0.56 / 3)  # means 0.75 and 1.69 / 3
-    assert d["t"] == pytest.approx(-4.2699599693129295, rel=1e-12)
-    assert d["df"] == pytest.approx(3.935612611414129, rel=1e-12)
-    assert d["p"] == pytest.approx(0.0134096291604444, rel=1e-9)
-    # unequal seeds (3 vs 4) and a very clear gap
-    d = welch_test([0.755, 0.731, 0.779], [0.369, 0.352, 0.386, 0.40])
-    assert d["t"] == pytest.approx(-21.829937700355146, rel=1e-12)
-    assert d["df"] == pytest.approx(4.0354344626017875, rel=1e-12)
-    assert d["p"] == pytest.approx(2.426825493038784e-05, rel=1e-8)
-
-
-@pytest.mark.parametrize("t,df,p", [(2.5, 3.7, 0.07182202291182678), (0.3, 1.2, 0.8077728113170465),
-                                    (8.0, 30, 6.265822475700759e-09), (0.0, 4, 1.0)])
-def test_student_t_tail_matches_scipy(t, df, p):
-    assert student_t_two_sided_p(t, df) == pytest.approx(p, rel=1e-9)
-    assert student_t_two_sided_p(-t, df) == pytest.approx(p, rel=1e-9)
-
-
-def test_welch_test_refuses_what_it_cannot_test():
-    with pytest.raises(ValueError, match="need >= 2 numbers each"):
-        welch_test([0.7], [0.5, 0.6])
-    with pytest.raises(ValueError, match="no spread at all"):
-        welch_test([0.5, 0.5], [0.6, 0.6])
-
-
-def test_holm_by_hand():
-    # sorted: 0.01 (x4 = 0.04), 0.02 (x3 = 0.06), 0.03 (x2 = 0.06), 0.04 (x1 = 0.04 -> raised to 0.06: monotone)
-    assert holm([0.04, 0.01, 0.03, 0.02]) == pytest.approx([0.06, 0.04, 0.06, 0.06])
-    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
-    assert holm([0.03]) == [0.03]  # one comparison: nothing to correct
-    with pytest.raises(ValueError, match="p_values must be"):
-        holm([])
-    with pytest.raises(ValueError, match="p_values must be"):
-        holm([1.2])
 
 
 def test_welch_against_baseline_a_baseline_corrects_for_the_comparisons():
