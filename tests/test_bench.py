@@ -17,7 +17,8 @@ import statistics
 import pytest
 import torch
 
-from grpo_lab.bench.runner import ARMS, BenchConfig, compare, comparisons_for, run_order
+from grpo_lab.bench.config import ARMS, BenchConfig, run_order
+from grpo_lab.bench.report import comparisons_for, pair_ratios
 from grpo_lab.cli.main import main
 from grpo_lab.lab.rollout import (
     SPEEDUPS,
@@ -241,15 +242,15 @@ def test_an_ablation_runs_in_process_with_its_speedup_off_and_restores_it(tmp_pa
     assert SPEEDUPS == {"share_prompt": True, "compact": True, "length_grouping": True}
 
 
-def test_compare_divides_trl_by_the_lab_pair_by_pair():
+def test_pair_ratios_divides_trl_by_the_lab_pair_by_pair():
     def run(step, per_token):
         return {"median_step_seconds": step, "seconds_per_token": {"step": per_token}}
 
-    c = compare([run(1.0, 0.1), run(2.0, 0.1), run(1.0, 0.2)], [run(2.0, 0.3), run(3.0, 0.2), run(4.0, 0.2)])
+    c = pair_ratios([run(1.0, 0.1), run(2.0, 0.1), run(1.0, 0.2)], [run(2.0, 0.3), run(3.0, 0.2), run(4.0, 0.2)])
     assert c["step_ratios"] == [2.0, 1.5, 4.0] and c["median_step_ratio"] == 2.0
     assert c["token_ratios"] == pytest.approx([3.0, 2.0, 1.0]) and c["median_token_ratio"] == pytest.approx(2.0)
     assert c["step_interval"]["method"] == "exact"
-    assert "step_interval" not in compare([run(1.0, 0.1)], [run(2.0, 0.1)])  # one pair: no interval
+    assert "step_interval" not in pair_ratios([run(1.0, 0.1)], [run(2.0, 0.1)])  # one pair: no interval
 
 
 def test_the_ablations_are_compared_with_trl_and_continuous_batching_with_the_lab():

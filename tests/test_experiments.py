@@ -308,7 +308,8 @@ def test_a_stopped_compare_keeps_its_finished_runs_and_their_table(tmp_path, mon
 
     monkeypatch.setattr(study_compare, "_run", second_run_stopped)
     out = tmp_path / "cmp"
-    with pytest.raises(study_compare.ChildRunFailed, match=r"stopped during the run of dapo with seed 0; the 1 fin"):
+    kept = r"stopped during the run of dapo with seed 0; the 1 finished runs and their table, the stopped run.s steps"
+    with pytest.raises(study_compare.ChildRunFailed, match=kept):
         compare(["grpo", "dapo"], [0], steps=1, out_dir=out, progress=None)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stopped"] is True and summary["runs"] == {"grpo": [str(out / "grpo-seed0.json")]}

@@ -206,10 +206,10 @@ def compare(
         # Stopped: keep what was measured, as `train` keeps its history (the stopped run's own JSON too).
         _finish(results, done, pass_k, work, out, stopped=True)
         n = sum(len(v) for v in results.values())
+        kept = [f"the {n} finished runs and their table"] if n else ["the table (no run had finished)"]
+        kept += ["the stopped run's steps"] if (out / name).exists() else []
         raise ChildRunFailed(
-            f"stopped during the run of {algo} with seed {seed}; the {n} finished runs, their table and the "
-            f"stopped run's steps are in {out}",
-            130,
+            f"stopped during the run of {algo} with seed {seed}; {', '.join(kept)} are in {out}", 130
         ) from None
     return _finish(results, done, pass_k, work, out, stopped=False)
 
