@@ -377,3 +377,12 @@ def test_a_part_runs_in_a_fresh_spawned_process_as_it_does_on_cuda(monkeypatch):
     r = bench._run_part("rollout", cfg)
     assert started == ["spawn"]
     assert r["greedy_outputs_match"] is True and r["lab_sample_group"]["calls"] == 1
+
+
+def test_an_error_in_a_parts_process_is_raised_here_as_it_was_raised_there(tmp_path):
+    from grpo_lab.bench import runner
+
+    train = TrainConfig(track_kl=False, model=str(tmp_path / "missing"), prompts_per_step=1, group_size=2)
+    cfg = BenchConfig(train=train, parts=("rollout",), rollout_repeats=1)
+    with pytest.raises(ValueError, match="does not exist"):  # the child's own one-line error, not a wrapper
+        runner._run_part("rollout", cfg)

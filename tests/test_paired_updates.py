@@ -93,7 +93,7 @@ def test_an_arm_field_also_set_in_the_config_is_refused(fresh_policy, small_task
         paired_updates(None, {"epochs=1": {"epochs": 1}, "epochs=2": {"epochs": 2}}, steps=1, progress=False, trainer=t)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_signal_keeps_the_steps_measured_so_far(fresh_policy, small_task, monkeypatch, sig):
     t = _trainer(fresh_policy, small_task, algo_overrides={"minibatches": 2})
     calls = []

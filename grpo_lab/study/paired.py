@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import signal
 import statistics
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import torch
@@ -108,8 +112,8 @@ def paired_updates(
     mean over steps and, for every arm after the first, the paired difference from the first arm (mean,
     standard error over steps, the share of steps where it is positive).
 
-    Ctrl-C (SIGINT) or SIGTERM stops after the current step: the steps measured so far are returned,
-    with ``stop_reason`` "interrupted" (None when every step ran).
+    Ctrl-C (SIGINT), SIGTERM or SIGHUP (a closed terminal) stops after the current step: the steps
+    measured so far are returned, with ``stop_reason`` "interrupted" (None when every step ran).
 
     ``trainer``: an existing ``Trainer`` to run on (a notebook's, or a test's); its config is used and
     ``cfg`` is ignored.
@@ -143,7 +147,7 @@ def paired_updates(
         return float(x[where].mean()) if bool(where.any()) else None
 
     history, stop_reason = [], None
-    with stop_on_signal():
+    with stop_on_signal(), _hangup_as_terminate():
         for _ in tqdm(range(steps), desc="paired updates", disable=not progress):
             trainer.algo = algos[follow]
             batch = trainer.collect()
@@ -199,6 +203,30 @@ def paired_updates(
         "history": history,
         "summary": paired_summary(history),
     }
+
+
+@contextmanager
+def _hangup_as_terminate() -> Iterator[None]:
+    """While inside, SIGHUP (a closed terminal, a dropped SSH session) is handled as SIGTERM is."""
+    if not hasattr(signal, "SIGHUP") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:  # started with nohup: it stays ignored
+        yield
+        return
+
+    def as_terminate(signum, frame):
+        handler = signal.getsignal(signal.SIGTERM)
+        if callable(handler):
+            handler(signal.SIGTERM, frame)
+        else:
+            signal.raise_signal(signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGHUP, as_terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 PAIRED_METRICS = ("entropy_change", "low_p_pos_logp_change", "pos_logp_change", "neg_logp_change", "clip_frac_high")
