@@ -190,3 +190,15 @@ def test_cli_paired_writes_json_and_refuses_one_value(tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
         main(["paired", "--vary", "clip_high=0.2"])
     assert err.value.code == 2
+
+
+def test_a_committed_history_from_before_updates_were_kept_still_summarises():
+    from grpo_lab.study.histories import load_history
+    from grpo_lab.study.paired import paired_summary
+
+    run = load_history("paired_cliphigher_lr1e-4_seed0")  # notebook 05 reads these
+    assert all("updates" not in arm for h in run["history"] for arm in h["arms"].values())
+    s = paired_summary(run["history"][:10])
+    assert all(arm["updates"] is None for arm in s.values())
+    assert "| clip_high=0.2 | - |" in format_paired_summary(s)
+    assert paired_summary([]) == {}

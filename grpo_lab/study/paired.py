@@ -239,7 +239,8 @@ def paired_summary(history: list[dict]) -> dict:
     names = list(history[0]["arms"]) if history else []
     out = {}
     for name in names:
-        arm = {"updates": statistics.fmean(h["arms"][name]["updates"] for h in history)}
+        counts = [h["arms"][name]["updates"] for h in history if "updates" in h["arms"][name]]
+        arm = {"updates": statistics.fmean(counts) if counts else None}  # None: a history from before it was kept
         for metric in PAIRED_METRICS:
             vals = [h["arms"][name][metric] for h in history if h["arms"][name][metric] is not None]
             arm[metric] = statistics.fmean(vals) if vals else None
@@ -269,7 +270,7 @@ def format_paired_summary(summary: dict) -> str:
     head = ["arm", "updates"] + list(PAIRED_METRICS)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in names:
-        cells = [name, f"{summary[name]['updates']:g}"]
+        cells = [name, "-" if summary[name]["updates"] is None else f"{summary[name]['updates']:g}"]
         cells += ["-" if summary[name][m] is None else f"{summary[name][m]:+.4f}" for m in PAIRED_METRICS]
         lines.append("| " + " | ".join(cells) + " |")
     for name in names[1:]:
