@@ -17,8 +17,8 @@ import statistics
 import pytest
 import torch
 
-from grpo_lab.bench.runner import ARMS, BenchConfig, compare, comparisons_for, run_order
-from grpo_lab.bench.timing import bootstrap_interval, quantile, spread
+from grpo_lab.bench.config import ARMS, BenchConfig, run_order
+from grpo_lab.bench.report import comparisons_for, pair_ratios
 from grpo_lab.cli.main import main
 from grpo_lab.lab.rollout import (
     SPEEDUPS,
@@ -242,65 +242,15 @@ def test_an_ablation_runs_in_process_with_its_speedup_off_and_restores_it(tmp_pa
     assert SPEEDUPS == {"share_prompt": True, "compact": True, "length_grouping": True}
 
 
-# --- statistics against hand computations ---------------------------------------------------
-
-
-def test_bootstrap_interval_of_the_median_of_three_values_by_hand():
-    # Resampling [1, 2, 3] with replacement: 27 equally likely triples. The median is 1 when at least
-    # two draws are 1: 3 * (1 * 1 * 2) + 1 = 7 triples; likewise 3 for 7 triples; 2 for the other 13.
-    # Cumulative shares: 7/27 = 0.259 at 1, 20/27 = 0.741 at 2, 1 at 3.
-    assert bootstrap_interval([1.0, 2.0, 3.0], level=0.5) | {} == {
-        "level": 0.5,
-        "low": 1.0,
-        "high": 3.0,
-        "estimate": 2.0,
-        "method": "exact",
-    }  # 0.25 -> 1; 0.75 > 0.741 -> 3
-    iv = bootstrap_interval([1.0, 2.0, 3.0], level=0.4)  # 0.3 > 0.259 -> 2; 0.7 <= 0.741 -> 2
-    assert (iv["low"], iv["high"]) == (2.0, 2.0)
-    iv = bootstrap_interval([3.0, 1.0, 2.0], level=0.95)  # order does not matter
-    assert (iv["low"], iv["high"]) == (1.0, 3.0)
-
-
-def test_bootstrap_interval_of_the_mean_of_two_values_by_hand():
-    # [1, 5]: resample means 1, 3, 3, 5 (shares 1/4, 3/4, 1). 50%: 0.25 -> 1, 0.75 -> 3.
-    iv = bootstrap_interval([1.0, 5.0], level=0.5, stat=statistics.fmean)
-    assert (iv["low"], iv["high"], iv["estimate"]) == (1.0, 3.0, 3.0)
-
-
-def test_bootstrap_interval_by_resampling_above_the_exact_size():
-    values = [1.0, 1.1, 1.2, 1.25, 1.3, 1.4, 1.5, 2.0]
-    a = bootstrap_interval(values, resamples=2000, seed=1)
-    assert a == bootstrap_interval(values, resamples=2000, seed=1)  # seeded: the same interval again
-    assert a["method"] == "2000 resamples, seed 1"
-    assert min(values) <= a["low"] <= statistics.median(values) <= a["high"] <= max(values)
-    assert a["low"] < a["high"]
-
-
-def test_bootstrap_interval_rejects_one_value_and_a_bad_level():
-    with pytest.raises(ValueError, match="values must hold at least 2"):
-        bootstrap_interval([1.0])
-    with pytest.raises(ValueError, match="level must be in"):
-        bootstrap_interval([1.0, 2.0], level=1.0)
-
-
-def test_spread_quartiles_by_hand():
-    # sorted 1 2 3 4 5: median 3; q1 at position 0.25 * 4 = 1 -> 2; q3 at 3 -> 4; (4 - 2) / 3
-    s = spread([5.0, 1.0, 4.0, 2.0, 3.0])
-    assert (s["min"], s["q1"], s["median"], s["q3"], s["max"]) == (1.0, 2.0, 3.0, 4.0, 5.0)
-    assert s["iqr_over_median"] == pytest.approx(2 / 3)
-    assert quantile([0.0, 10.0], 0.3) == pytest.approx(3.0)
-
-
-def test_compare_divides_trl_by_the_lab_pair_by_pair():
+def test_pair_ratios_divides_trl_by_the_lab_pair_by_pair():
     def run(step, per_token):
         return {"median_step_seconds": step, "seconds_per_token": {"step": per_token}}
 
-    c = compare([run(1.0, 0.1), run(2.0, 0.1), run(1.0, 0.2)], [run(2.0, 0.3), run(3.0, 0.2), run(4.0, 0.2)])
+    c = pair_ratios([run(1.0, 0.1), run(2.0, 0.1), run(1.0, 0.2)], [run(2.0, 0.3), run(3.0, 0.2), run(4.0, 0.2)])
     assert c["step_ratios"] == [2.0, 1.5, 4.0] and c["median_step_ratio"] == 2.0
     assert c["token_ratios"] == pytest.approx([3.0, 2.0, 1.0]) and c["median_token_ratio"] == pytest.approx(2.0)
     assert c["step_interval"]["method"] == "exact"
-    assert "step_interval" not in compare([run(1.0, 0.1)], [run(2.0, 0.1)])  # one pair: no interval
+    assert "step_interval" not in pair_ratios([run(1.0, 0.1)], [run(2.0, 0.1)])  # one pair: no interval
 
 
 def test_the_ablations_are_compared_with_trl_and_continuous_batching_with_the_lab():
@@ -427,3 +377,12 @@ def test_a_part_runs_in_a_fresh_spawned_process_as_it_does_on_cuda(monkeypatch):
     r = bench._run_part("rollout", cfg)
     assert started == ["spawn"]
     assert r["greedy_outputs_match"] is True and r["lab_sample_group"]["calls"] == 1
+
+
+def test_an_error_in_a_parts_process_is_raised_here_as_it_was_raised_there(tmp_path):
+    from grpo_lab.bench import runner
+
+    train = TrainConfig(track_kl=False, model=str(tmp_path / "missing"), prompts_per_step=1, group_size=2)
+    cfg = BenchConfig(train=train, parts=("rollout",), rollout_repeats=1)
+    with pytest.raises(ValueError, match="does not exist"):  # the child's own one-line error, not a wrapper
+        runner._run_part("rollout", cfg)

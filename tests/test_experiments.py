@@ -8,77 +8,20 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
-from grpo_lab.study.experiments import (
+from grpo_lab.study.compare import compare
+from grpo_lab.study.histories import (
     RUN_METRICS,
     format_seed_table,
     format_tests,
-    holm,
-    mean_and_spread,
     run_metrics,
     seed_table,
-    student_t_two_sided_p,
     welch_against_baseline,
-    welch_test,
 )
 from grpo_lab.train.trainer import TrainConfig, Trainer
-
-
-def test_mean_and_spread_by_hand():
-    s = mean_and_spread([0.70, 0.75, 0.80])
-    # mean 0.75; deviations -0.05, 0, 0.05: sample variance 0.005/2 = 0.0025, std 0.05; se 0.05/sqrt(3)
-    assert s["n"] == 3 and s["mean"] == pytest.approx(0.75)
-    assert s["std"] == pytest.approx(0.05) and s["se"] == pytest.approx(0.05 / math.sqrt(3))
-    assert (s["min"], s["max"]) == (0.70, 0.80)
-
-
-def test_mean_and_spread_skips_missing_values_and_one_value_has_no_spread():
-    s = mean_and_spread([2.0, None, float("nan")])
-    assert s == {"n": 1, "mean": 2.0, "std": 0.0, "se": 0.0, "min": 2.0, "max": 2.0}
-    with pytest.raises(ValueError, match="values must hold at least one number"):
-        mean_and_spread([None])
-
-
-# Reference values from scipy 1.17 (stats.ttest_ind(b, a, equal_var=False) and 2 * stats.t.sf), typed in:
-# an implementation independent of the lab's own continued fraction.
-def test_welch_test_matches_scipy():
-    d = welch_test([0.70, 0.75, 0.80], [0.50, 0.58, 0.61])
-    assert d["diff"] == pytest.approx(-0.56 / 3)  # means 0.75 and 1.69 / 3
-    assert d["t"] == pytest.approx(-4.2699599693129295, rel=1e-12)
-    assert d["df"] == pytest.approx(3.935612611414129, rel=1e-12)
-    assert d["p"] == pytest.approx(0.0134096291604444, rel=1e-9)
-    # unequal seeds (3 vs 4) and a very clear gap
-    d = welch_test([0.755, 0.731, 0.779], [0.369, 0.352, 0.386, 0.40])
-    assert d["t"] == pytest.approx(-21.829937700355146, rel=1e-12)
-    assert d["df"] == pytest.approx(4.0354344626017875, rel=1e-12)
-    assert d["p"] == pytest.approx(2.426825493038784e-05, rel=1e-8)
-
-
-@pytest.mark.parametrize("t,df,p", [(2.5, 3.7, 0.07182202291182678), (0.3, 1.2, 0.8077728113170465),
-                                    (8.0, 30, 6.265822475700759e-09), (0.0, 4, 1.0)])
-def test_student_t_tail_matches_scipy(t, df, p):
-    assert student_t_two_sided_p(t, df) == pytest.approx(p, rel=1e-9)
-    assert student_t_two_sided_p(-t, df) == pytest.approx(p, rel=1e-9)
-
-
-def test_welch_test_refuses_what_it_cannot_test():
-    with pytest.raises(ValueError, match="need >= 2 numbers each"):
-        welch_test([0.7], [0.5, 0.6])
-    with pytest.raises(ValueError, match="no spread at all"):
-        welch_test([0.5, 0.5], [0.6, 0.6])
-
-
-def test_holm_by_hand():
-    # sorted: 0.01 (x4 = 0.04), 0.02 (x3 = 0.06), 0.03 (x2 = 0.06), 0.04 (x1 = 0.04 -> raised to 0.06: monotone)
-    assert holm([0.04, 0.01, 0.03, 0.02]) == pytest.approx([0.06, 0.04, 0.06, 0.06])
-    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
-    assert holm([0.03]) == [0.03]  # one comparison: nothing to correct
-    with pytest.raises(ValueError, match="p_values must be"):
-        holm([])
-    with pytest.raises(ValueError, match="p_values must be"):
-        holm([1.2])
 
 
 def test_welch_against_baseline_a_baseline_corrects_for_the_comparisons():
@@ -107,10 +50,27 @@ def test_welch_against_baseline_a_baseline_corrects_for_the_comparisons():
 
 
 def _summary(before, evals, lengths_right, kl, samples, pass_curve=None):
-    hist = [{"step": i + 1, "length_correct": lengths_right, "length_wrong": 10.0, "entropy": 0.3, "kl": kl,
-             "clip_frac": 0.0, "samples_generated": samples * (i + 1) // 4} for i in range(4)]
-    s = {"before": {"accuracy": before}, "after": {"accuracy": evals[-1]}, "evals": [{"accuracy": e} for e in evals],
-         "history": hist, "steps": 4, "train_seconds": 12.0, "peak_memory_mb": 900.0}
+    hist = [
+        {
+            "step": i + 1,
+            "length_correct": lengths_right,
+            "length_wrong": 10.0,
+            "entropy": 0.3,
+            "kl": kl,
+            "clip_frac": 0.0,
+            "samples_generated": samples * (i + 1) // 4,
+        }
+        for i in range(4)
+    ]
+    s = {
+        "before": {"accuracy": before},
+        "after": {"accuracy": evals[-1]},
+        "evals": [{"accuracy": e} for e in evals],
+        "history": hist,
+        "steps": 4,
+        "train_seconds": 12.0,
+        "peak_memory_mb": 900.0,
+    }
     if pass_curve:
         s["pass_at_k"] = pass_curve
     return s
@@ -126,8 +86,10 @@ def test_run_metrics_reads_the_summary():
 
 
 def test_seed_table_and_its_markdown():
-    results = {"grpo": [_summary(0.4, [0.7], 20.0, 0.1, 512), _summary(0.4, [0.8], 22.0, 0.3, 512)],
-               "gfpo": [_summary(0.4, [0.5], 14.0, 0.2, 1024)]}
+    results = {
+        "grpo": [_summary(0.4, [0.7], 20.0, 0.1, 512), _summary(0.4, [0.8], 22.0, 0.3, 512)],
+        "gfpo": [_summary(0.4, [0.5], 14.0, 0.2, 1024)],
+    }
     rows = seed_table(results, metrics=("final", "kl", "pass@k"))
     assert rows[0]["algo"] == "grpo" and rows[0]["seeds"] == 2
     assert rows[0]["final"]["mean"] == pytest.approx(0.75) and rows[0]["final"]["std"] == pytest.approx(
@@ -213,3 +175,143 @@ def test_cli_train_accepts_a_sample_budget(tmp_path):
     s = json.loads(out.read_text())
     assert s["steps"] == 2 and s["history"][-1]["samples_generated"] == 16
     assert "sample budget" in s["stop_reason"]
+
+
+# --- compare: checked before any run, written whole, stopped cleanly ------------------------------
+
+
+def _fake_runs(monkeypatch, calls=None):
+    """Stand in for the child `train` process: write a committed summary where it was asked to."""
+    from grpo_lab.study import compare as study_compare
+    from grpo_lab.study.histories import HISTORIES
+
+    def fake(cmd):
+        if calls is not None:
+            calls.append(cmd)
+        Path(cmd[cmd.index("--json") + 1]).write_text((HISTORIES / "timed_grpo_seed0.json").read_text())
+
+    monkeypatch.setattr(study_compare, "_run", fake)
+
+
+@pytest.mark.parametrize(
+    "algos,seeds,match",
+    [
+        (["grpo", "grpo"], [0], r"algos must not repeat a value, got \['grpo', 'grpo'\] \(grpo twice\)"),
+        (["grpo"], [0, 1, 0], r"seeds must not repeat a value, got \[0, 1, 0\] \(0 twice\)"),
+        ([], [0], "algos must name at least one"),
+        (["grpo"], [], "seeds must name at least one"),
+    ],
+)
+def test_compare_refuses_a_repeated_run_before_running_anything(tmp_path, monkeypatch, algos, seeds, match):
+    calls = []
+    _fake_runs(monkeypatch, calls)
+    with pytest.raises(ValueError, match=match):
+        compare(algos, seeds, steps=1, out_dir=tmp_path / "out", progress=None)
+    assert calls == [] and not (tmp_path / "out").exists()
+
+
+def test_compare_refuses_a_folder_of_other_files_and_replaces_its_own(tmp_path, monkeypatch):
+    _fake_runs(monkeypatch)
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "mine.txt").write_text("keep me")
+    with pytest.raises(ValueError, match=r"out_dir .*notes is a folder with other files in it \(no summary.json\)"):
+        compare(["grpo"], [0], steps=1, out_dir=foreign, progress=None)
+    assert [p.name for p in foreign.iterdir()] == ["mine.txt"]
+
+    out = tmp_path / "cmp"
+    first = compare(["grpo", "dapo"], [0], steps=1, out_dir=out, progress=None)
+    assert sorted(p.name for p in out.iterdir()) == ["dapo-seed0.json", "grpo-seed0.json", "summary.json"]
+    assert json.loads((out / "summary.json").read_text())["runs"] == first["runs"]
+    assert first["runs"]["grpo"] == [str(out / "grpo-seed0.json")]
+    again = compare(["grpo"], [1], steps=1, out_dir=out, progress=None)  # a comparison's folder: replaced whole
+    assert sorted(p.name for p in out.iterdir()) == ["grpo-seed1.json", "summary.json"]
+    assert again["rows"][0]["seeds"] == 1
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary folder left
+
+
+def test_a_failed_run_leaves_no_half_comparison(tmp_path, monkeypatch):
+    from grpo_lab.study import compare as study_compare
+
+    def failing(cmd):
+        raise study_compare.ChildRunFailed("the run failed (exit status 1): boom", 1)
+
+    monkeypatch.setattr(study_compare, "_run", failing)
+    with pytest.raises(study_compare.ChildRunFailed, match="boom"):
+        compare(["grpo"], [0], steps=1, out_dir=tmp_path / "out", progress=None)
+    assert [p.name for p in tmp_path.iterdir()] == ["out"] and list((tmp_path / "out").iterdir()) == []
+
+
+# A child that, like `train`, stops on SIGINT/SIGTERM: it notes the signal it got and exits 130.
+_CHILD = """
+import signal, sys, time
+def stop(signum, frame):
+    open(sys.argv[1], "w").write(signal.Signals(signum).name)
+    sys.exit(130)
+for s in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(s, stop)
+open(sys.argv[1] + ".started", "w").close()
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("sent,received", [("SIGTERM", "SIGTERM"), ("SIGHUP", "SIGTERM"), ("SIGINT", "SIGINT")])
+def test_a_stop_signal_to_compare_is_passed_on_to_its_running_child(tmp_path, sent, received):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from grpo_lab.study.compare import ChildRunFailed, _run
+
+    note = tmp_path / "got"
+    pids = []
+    real_popen = subprocess.Popen
+
+    def popen(*args, **kwargs):  # note the child's pid, to check it is gone afterwards
+        proc = real_popen(*args, **kwargs)
+        pids.append(proc.pid)
+        return proc
+
+    def send_when_started():
+        deadline = time.monotonic() + 60
+        while not Path(str(note) + ".started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), getattr(signal, sent))  # to this process, as `kill` or a closed terminal would
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    threading.Thread(target=send_when_started, daemon=True).start()
+    subprocess.Popen = popen
+    try:
+        with pytest.raises(ChildRunFailed) as info:
+            _run([sys.executable, "-c", _CHILD, str(note)])
+    finally:
+        subprocess.Popen = real_popen
+    assert info.value.returncode == 130 and "was stopped" in str(info.value)
+    assert note.read_text() == received
+    with pytest.raises(ProcessLookupError):  # the child is gone, not running on as an orphan
+        os.kill(pids[0], 0)
+    assert {s: signal.getsignal(s) for s in before} == before  # this process's own handlers are back
+
+
+def test_a_stopped_compare_keeps_its_finished_runs_and_their_table(tmp_path, monkeypatch):
+    from grpo_lab.study import compare as study_compare
+    from grpo_lab.study.histories import HISTORIES
+
+    def second_run_stopped(cmd):
+        out = Path(cmd[cmd.index("--json") + 1])
+        out.write_text((HISTORIES / "timed_grpo_seed0.json").read_text())  # a stopped run writes its steps too
+        if "dapo" in cmd:
+            raise study_compare.ChildRunFailed("the run `train --algo dapo ...` was stopped: interrupted", 130)
+
+    monkeypatch.setattr(study_compare, "_run", second_run_stopped)
+    out = tmp_path / "cmp"
+    kept = r"stopped during the run of dapo with seed 0; the 1 finished runs and their table, the stopped run.s steps"
+    with pytest.raises(study_compare.ChildRunFailed, match=kept):
+        compare(["grpo", "dapo"], [0], steps=1, out_dir=out, progress=None)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped"] is True and summary["runs"] == {"grpo": [str(out / "grpo-seed0.json")]}
+    assert [r["algo"] for r in summary["rows"]] == ["grpo"]
+    assert (out / "dapo-seed0.json").exists()  # the stopped run's measured steps, kept

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from grpo_lab.algorithms import PRESETS  # noqa: E402
-from grpo_lab.study.experiments import (  # noqa: E402
+from grpo_lab.study.histories import (  # noqa: E402
     format_seed_table,
     format_tests,
     load_runs,

@@ -1,20 +1,16 @@
-"""Timing and memory tools for measuring a training step, and the statistics to report them with.
+"""Timing and memory tools for measuring a training step.
 
 ``Clock`` accumulates seconds per category (generation, reward, forward + backward, optimiser) from
 hooks on a model, torch's backward and the optimiser step; ``StepLog`` cuts them per step; ``Memory``
-reads the peak memory a phase adds. ``spread`` and ``bootstrap_interval`` summarise repeated
-measurements: the median with its quartiles, and a percentile bootstrap interval of a statistic.
+reads the peak memory a phase adds. Their statistics live in ``study.stats``.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import random
-import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..lab.memory import peak_rss_mb
@@ -35,7 +31,6 @@ class Clock:
 
     def __init__(self):
         self.totals: dict[str, float] = defaultdict(float)
-        self.counts: dict[str, int] = defaultdict(int)
         self._fb_start: float | None = None
         self._opt_start: float | None = None
         self._undo: list = []
@@ -80,7 +75,6 @@ class Clock:
 
     def add(self, what: str, seconds: float) -> None:
         self.totals[what] += seconds
-        self.counts[what] += 1
 
     def wrap(self, what: str, fn: Callable, after: Callable | None = None) -> Callable:
         """``fn`` timed under ``what``; ``after(result, args, kwargs)`` sees each result (untimed)."""
@@ -102,8 +96,6 @@ class Clock:
 class StepLog:
     """Per-step wall times (between consecutive step ends) and the clock's categories per step."""
 
-    CATEGORIES = CATEGORIES
-
     def __init__(self, clock: Clock):
         self.clock = clock
         self.steps: list[dict] = []
@@ -118,9 +110,9 @@ class StepLog:
         now = time.perf_counter()
         snap = self.clock.snapshot()
         row = {"seconds": now - self._t}
-        for c in self.CATEGORIES:
+        for c in CATEGORIES:
             row[c] = snap.get(c, 0.0) - self._snap.get(c, 0.0)
-        row["other"] = row["seconds"] - sum(row[c] for c in self.CATEGORIES)
+        row["other"] = row["seconds"] - sum(row[c] for c in CATEGORIES)
         row.update(extra)
         self.steps.append(row)
         self._t, self._snap = now, snap
@@ -196,82 +188,3 @@ class Memory:
             "peak_added_mb": round(peak - self.base, 1),
             "peak_is_phase_only": self.hwm_reset,
         }
-
-
-# --- statistics -----------------------------------------------------------------------------
-
-
-def quantile(sorted_values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile of already sorted values, linear between order statistics (numpy's default)."""
-    if not sorted_values:
-        raise ValueError("sorted_values must hold at least one value, got none")
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"q must be in [0, 1], got {q}")
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def spread(values: Sequence[float]) -> dict:
-    """Median, quartiles, extremes and the interquartile range relative to the median."""
-    if not values:
-        raise ValueError("values must hold at least one measurement, got none")
-    v = sorted(values)
-    med = statistics.median(v)
-    q1, q3 = quantile(v, 0.25), quantile(v, 0.75)
-    return {
-        "n": len(v),
-        "min": v[0],
-        "q1": q1,
-        "median": med,
-        "q3": q3,
-        "max": v[-1],
-        "iqr_over_median": (q3 - q1) / med if med else float("nan"),
-    }
-
-
-EXACT_BOOTSTRAP_MAX = 6
-"""Up to this many values the bootstrap enumerates every resample (n**n of them: 46,656 at 6)."""
-
-
-def bootstrap_interval(
-    values: Sequence[float],
-    level: float = 0.95,
-    stat: Callable = statistics.median,
-    resamples: int = 10_000,
-    seed: int = 0,
-) -> dict:
-    """Percentile bootstrap interval of ``stat`` over ``values`` (resampled with replacement).
-
-    With at most ``EXACT_BOOTSTRAP_MAX`` values every one of the n**n equally likely resamples is
-    enumerated, so the interval is exact and has no randomness; above that, ``resamples`` draws from
-    ``random.Random(seed)``. The bounds are order statistics of the bootstrap distribution: the lower
-    is the smallest value whose cumulative share reaches ``(1 - level) / 2``, the upper the smallest
-    whose share reaches ``(1 + level) / 2``.
-    """
-    if len(values) < 2:
-        raise ValueError(f"values must hold at least 2 measurements for an interval, got {len(values)}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    n = len(values)
-    if n <= EXACT_BOOTSTRAP_MAX:
-        dist = sorted(stat([values[i] for i in idx]) for idx in itertools.product(range(n), repeat=n))
-        method = "exact"
-    else:
-        rng = random.Random(seed)
-        dist = sorted(stat(rng.choices(values, k=n)) for _ in range(resamples))
-        method = f"{resamples} resamples, seed {seed}"
-    m = len(dist)
-
-    def at_share(share: float) -> float:
-        # the smallest k with (k + 1) / m >= share; a tiny tolerance keeps exact fractions exact
-        return dist[min(m - 1, max(0, math.ceil(share * m - 1e-9) - 1))]
-
-    return {
-        "level": level,
-        "low": at_share((1 - level) / 2),
-        "high": at_share((1 + level) / 2),
-        "estimate": stat(list(values)),
-        "method": method,
-    }

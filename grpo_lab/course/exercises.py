@@ -668,7 +668,7 @@ def _cases_standard_error():
 
 
 def _ref_standard_error(values):
-    from ..study.experiments import mean_and_spread
+    from ..study.stats import mean_and_spread
 
     return mean_and_spread(values)["se"]
 

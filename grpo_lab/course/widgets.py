@@ -454,7 +454,7 @@ def seed_spread_explorer(
     with the first n seeds (slider), marked * where Welch's t-test, Holm-corrected, calls it a difference."""
     import ipywidgets as w
 
-    from ..study.experiments import RUN_METRICS, run_metrics, welch_against_baseline
+    from ..study.histories import RUN_METRICS, run_metrics, welch_against_baseline
 
     per_run = {a: [run_metrics(s) for s in runs] for a, runs in results.items()}
     metrics = list(metrics or [m for m in RUN_METRICS if any(r[m] is not None for rs in per_run.values() for r in rs)])
