@@ -1,5 +1,5 @@
 """The views of notebooks 04 and 05: per-token gradient weights (against ALGORITHMS.md's loss-aggregation
-vector), the seed bands, and the two sliders (they build and redraw)."""
+vector), the seed bands, and the two sliders (what they draw, read back from the figure)."""
 
 from __future__ import annotations
 
@@ -45,14 +45,54 @@ def test_overlong_plot_reports_the_share_penalised():
     plt.close("all")
 
 
-def test_sliders_build_and_redraw():
+def _redraw(box, **values) -> plt.Figure:
+    """Set the controls named by their description, redraw, and return the figure drawn last."""
+    plt.close("all")
+    controls = {c.description: c for c in box.kwargs_widgets}
+    for name, value in values.items():
+        controls[name].value = value
+    box.update()
+    return plt.figure(plt.get_fignums()[-1])
+
+
+@pytest.mark.parametrize(
+    "aggregation,short_weight,long_weight",
+    [  # short 3 and long 12 tokens, one right and one wrong of each (B = 4), L_max = 16
+        ("seq_mean_token_mean", 1 / (4 * 3), 1 / (4 * 12)),
+        ("token_mean", 1 / 30, 1 / 30),  # 3 + 12 + 3 + 12 valid tokens
+        ("seq_mean_token_sum_norm", 1 / 64, 1 / 64),  # B * L_max
+    ],
+)
+def test_aggregation_explorer_draws_each_tokens_push(aggregation, short_weight, long_weight):
     box = widgets.aggregation_explorer(short=3, long=12, max_len=16)
-    for agg in ("token_mean", "seq_mean_token_sum_norm"):
-        box.children[2].value = agg
-    box.children[0].value = 7
-    box2 = widgets.overlong_penalty_explorer(torch.tensor([5, 20, 30]), max_len=32, cache_len=8)
-    box2.children[1].value = 40  # L_cache larger than L_max is clamped, not an error
-    box2.children[0].value = 16
+    fig = _redraw(box, aggregation=aggregation)
+    heatmap, totals = fig.axes[:2]  # then the colour bar
+    assert totals.get_title() == f"per token: short {short_weight:.4f}, long {long_weight:.4f}"
+    summed = [p.get_width() for p in totals.patches]  # right short, right long, wrong short, wrong long
+    assert summed == pytest.approx([3 * short_weight, 12 * long_weight, -3 * short_weight, -12 * long_weight])
+    cells = heatmap.images[0].get_array()
+    assert cells[0, 0] == pytest.approx(short_weight) and cells[3, 11] == pytest.approx(-long_weight)
+    assert cells.mask[0, 3:].all() and not cells.mask[1, :12].any()  # padding left blank
+    fig = _redraw(box, **{"short length": 7})
+    assert fig.axes[1].patches[0].get_width() == pytest.approx(
+        {"seq_mean_token_mean": 1 / 4, "token_mean": 7 / 38, "seq_mean_token_sum_norm": 7 / 64}[aggregation]
+    )
+
+
+def test_overlong_explorer_draws_the_ramp_and_who_pays():
+    box = widgets.overlong_penalty_explorer(torch.tensor([5, 20, 30]), max_len=32, cache_len=8)
+    ax = _redraw(box, L_max=32, L_cache=8).axes[0]
+    ramp = [ln for ln in ax.lines if ln.get_label() == "penalty added to the reward"][0]
+    penalty = dict(zip(ramp.get_xdata().tolist(), ramp.get_ydata().tolist()))
+    # free up to 32 - 8 = 24, then (24 - n) / 8, then -1 past 32
+    assert penalty[24] == 0 and penalty[28] == pytest.approx(-0.5) and penalty[33] == -1
+    assert ax.get_title() == "L_max = 32, L_cache = 8: 33% of these completions are penalised"  # 30 only
+    ax = _redraw(box, L_max=16).axes[0]
+    assert ax.get_title() == "L_max = 16, L_cache = 8: 67% of these completions are penalised"  # 20 and 30
+    ax = _redraw(box, L_max=6).axes[0]  # L_cache 8 is more than L_max: the ramp is the whole of [0, 6]
+    ramp = [ln for ln in ax.lines if ln.get_label() == "penalty added to the reward"][0]
+    assert ax.get_title() == "L_max = 6, L_cache = 6: 100% of these completions are penalised"
+    assert dict(zip(ramp.get_xdata().tolist(), ramp.get_ydata().tolist()))[3] == pytest.approx(-0.5)
     plt.close("all")
 
 

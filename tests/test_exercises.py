@@ -340,7 +340,7 @@ def test_only_the_right_letters_pass(name):
     assert ask(name, ", ".join(q.answer) if q.answer else "none").ok
     for pick in _letter_sets(q.choices):
         if pick != "".join(sorted(q.answer)):
-            result = ask(name, pick)
+            result = ask(name, pick or "none")
             assert not result.ok and result.message.startswith("Not quite."), (pick, result)
 
 
@@ -349,7 +349,7 @@ def test_each_typical_wrong_answer_gets_its_own_reply(name):
     q = QUESTIONS[name]
     assert q.replies, f"{name}: no typical wrong answer is answered"
     for pick, reply in q.replies.items():
-        result = ask(name, pick)
+        result = ask(name, pick or "none")
         assert not result.ok and reply in result.message and q.answer not in ("", pick)
 
 
@@ -361,6 +361,30 @@ def test_no_answer_and_unreadable_answers_fail_naming_the_choices(name):
         result = ask(name, bad)
         assert not result.ok and f"letters from {letters}" in result.message, (bad, result)
     assert repr(ask(name, None)).startswith(f"[FAIL] {name}: ") and "cases" not in repr(ask(name, None))
+
+
+@pytest.mark.parametrize("written", ["(a)", "a.", "a)", " A ", "[a]", "a:"])
+def test_a_letter_written_the_way_people_write_choices_reads_as_that_letter(written):
+    assert ask("rare_success", written).ok, written  # the answer is a
+    assert ask("rare_success", written.replace("a", "b").replace("A", "B")).message.startswith("Not quite.")
+
+
+@pytest.mark.parametrize("written", ["b and c", "(b) and (c)", "b, c.", "b or c", "b) c)", "bc"])
+def test_several_letters_joined_by_and_or_punctuation_read_as_those_letters(written):
+    assert ask("clip_gradient", written).ok, written  # the answer is b and c
+
+
+def test_and_or_alone_or_letters_inside_words_are_not_choices():
+    for bad in ("and", "or", "a andb", "ab(c)", "..."):
+        result = ask("rare_success", bad)
+        assert not result.ok and "is not a choice" in result.message, (bad, result)
+
+
+@pytest.mark.parametrize("empty", ["", "   ", "\n"])
+def test_an_empty_answer_is_no_answer_yet_not_a_wrong_one(empty):
+    result = ask("rare_success", empty)
+    assert not result.ok and result.message.startswith("No answer yet") and "a, b, c" in result.message
+    assert "Not quite" not in result.message
 
 
 def test_an_unknown_question_is_a_value_error_listing_names():

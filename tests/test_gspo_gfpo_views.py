@@ -1,5 +1,5 @@
 """The views of notebooks 06 and 07: the sign-aware clip share (against ALGORITHMS.md's GSPO vector and
-hand counts), the GSPO and GFPO plots, and the two sliders (they build and redraw)."""
+hand counts), the GSPO and GFPO plots, and the two sliders (what they draw, read back from the figure)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from grpo_lab.course import viz, widgets  # noqa: E402
@@ -59,15 +60,41 @@ def test_gspo_plots_draw_on_given_axes():
     plt.close("all")
 
 
-def test_gfpo_explorer_builds_and_redraws_with_both_metrics():
+def _redraw(box, **values) -> plt.Figure:
+    """Set the controls named by their description, redraw, and return the figure drawn last."""
+    plt.close("all")
+    controls = {c.description: c for c in box.kwargs_widgets}
+    for name, value in values.items():
+        controls[name].value = value
+    box.update()
+    return plt.figure(plt.get_fignums()[-1])
+
+
+def test_gfpo_explorer_draws_what_each_filter_keeps():
     texts = [["121", "92,121", "07+85=92,92+29=121", "..121"], ["45", "9,45", "01+08=9,9+36=45", "...45"]]
     correct = torch.tensor([[1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
     lengths = torch.tensor([[4, 7, 19, 6], [3, 5, 16, 6]])
     box = widgets.gfpo_explorer(texts, correct, lengths)
-    G, k, metric = box.children[:3]
-    G.value, k.value = 4, 2
-    metric.value = "token_efficiency"
-    k.value = 4  # k = G keeps everyone
+    fig = _redraw(box, **{"G sampled": 4, "k kept": 2, "metric": "length"})
+    # the 2 shortest: prompt 0 keeps 4 (right) and 6 (wrong); prompt 1 keeps 3 and 5, both wrong
+    assert [ax.get_title() for ax in fig.axes] == [
+        "prompt 0: 2/4 right; kept 2: 1 right, 1 wrong kept",
+        "prompt 1: 2/4 right; kept 2: ALL ZERO (kept set all equal)",
+    ]
+    assert fig._suptitle.get_text() == "GFPO: sample G = 4, keep the 2 shortest"
+    dropped = [[t.get_text() for t in ax.texts].count("dropped: A = 0") for ax in fig.axes]
+    assert dropped == [2, 2]
+    # prompt 0's kept pair is centred on its own mean, 0.5, and divided by its population std (GFPO's eq. 3), 0.5
+    widths = sorted(p.get_width() for p in fig.axes[0].patches)
+    assert widths == pytest.approx([-1.0, 1.0], abs=1e-5)  # (eps = 1e-6 under the std)
+    fig = _redraw(box, metric="token_efficiency")  # reward / length: the right answers, shortest first
+    assert [ax.get_title() for ax in fig.axes] == [
+        "prompt 0: 2/4 right; kept 2: ALL ZERO (kept set all equal)",
+        "prompt 1: 2/4 right; kept 2: ALL ZERO (kept set all equal)",
+    ]
+    assert fig._suptitle.get_text() == "GFPO: sample G = 4, keep the 2 most token-efficient"
+    fig = _redraw(box, **{"k kept": 4, "metric": "length"})  # k = G keeps everyone
+    assert [[t.get_text() for t in ax.texts].count("dropped: A = 0") for ax in fig.axes] == [0, 0]
     plt.close("all")
 
 
@@ -83,8 +110,6 @@ def test_gfpo_group_plot_marks_the_dropped():
 
 
 def test_bad_inputs_raise_value_errors_naming_the_argument():
-    import pytest
-
     with pytest.raises(ValueError, match="advantages"):
         viz.clip_share(torch.zeros(4), torch.zeros(3), 0.2)
     with pytest.raises(ValueError, match="clip_low"):

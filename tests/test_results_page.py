@@ -20,7 +20,12 @@ def test_the_check_fails_when_a_quoted_figure_drifts(tmp_path, monkeypatch):
 
     readme = tmp_path / "README.md"
     good = results_page._with_block((ROOT / "README.md").read_text())
-    readme.write_text(good.replace("0.755 ± 0.027", "0.765 ± 0.027"))
+    block = good.split(results_page.BEGIN, 1)[1].split(results_page.END, 1)[0]
+    quoted = re.search(r"\d+\.\d+ ± \d+\.\d+", block)  # whichever figure the block quotes first
+    assert quoted, "the README's results block quotes no mean ± spread"
+    mean, spread = quoted.group().split(" ± ")
+    drifted = f"{float(mean) + 0.01:.{len(mean.split('.')[1])}f} ± {spread}"
+    readme.write_text(good.replace(quoted.group(), drifted, 1))
     results = tmp_path / "results.md"
     results.write_text(results_page.results_page())
     monkeypatch.setattr(results_page, "README", readme)

@@ -1,9 +1,10 @@
 """Build the course as a static website: ``python tools/build_site.py`` writes ``build/site/``.
 
 The pages are the committed, executed notebooks (nothing is re-run: the site shows the outputs the
-repository holds), the README as the home page with its pictures, the results, the instructor's guide, the key
-formulas and the full math sheet. ``docs/answers.md`` (the instructor's answer key) stays out of the
-site on purpose: the site is meant to be sent to learners.
+repository holds), the README as the home page with its pictures, and every page of ``docs/`` (the
+results, the set-up, the command line, the package, the math, the instructor's guide) except
+``docs/answers.md``, the instructor's answer key, kept out on purpose: the site is meant to be sent to
+learners. ``mkdocs.yml``'s nav lists each page (``tests/test_readme.py`` checks it).
 
 Tools, pinned, installed on first use into ``build/`` (git-ignored), from the package registries:
 
@@ -40,6 +41,7 @@ SRC = BUILD / "site-src"
 SITE = BUILD / "site"
 REQUIREMENTS = ROOT / "docs" / "site" / "requirements.txt"
 KATEX_VERSION = "0.16.22"
+PRIVATE = {"answers.md"}  # the instructor's answer key: not on a site sent to learners
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 WIDGET_NOTE = ("[An interactive slider: it moves in JupyterLab, with the notebook running "
                "(`make lab`). The page shows the notebook as it was committed.]")
@@ -94,6 +96,11 @@ def stage_notebook(source: Path, target: Path) -> None:
     target.write_text(json.dumps(nb, indent=1, ensure_ascii=False))
 
 
+def docs_pages() -> list[Path]:
+    """Every page of docs/ but the answer key (``mkdocs.yml``'s nav must list each one)."""
+    return sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in PRIVATE)
+
+
 def stage(katex_dist: Path) -> None:
     """build/site-src in the repository's layout: index.md (the README), notebooks/, docs/, assets/figures/."""
     shutil.rmtree(SRC, ignore_errors=True)
@@ -102,8 +109,8 @@ def stage(katex_dist: Path) -> None:
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         stage_notebook(nb, SRC / "notebooks" / nb.name)
     (SRC / "docs").mkdir()
-    for page in ("instructors_guide.md", "results.md", "formulas.md", "ALGORITHMS.md"):
-        shutil.copyfile(ROOT / "docs" / page, SRC / "docs" / page)
+    for page in docs_pages():
+        shutil.copyfile(page, SRC / "docs" / page.name)
     shutil.copytree(ROOT / "assets" / "figures", SRC / "assets" / "figures")
     js = SRC / "javascripts"
     shutil.copytree(katex_dist, js / "katex")

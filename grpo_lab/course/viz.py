@@ -203,27 +203,6 @@ def plot_kl_estimators(log_r_range: float = 2.0, ax: plt.Axes | None = None) -> 
     return fig
 
 
-def plot_runs(
-    histories: dict[str, list[dict]],
-    keys: Sequence[str] = ("accuracy", "length_mean", "entropy", "kl"),
-    x: str = "step",
-    smooth: int = 5,
-) -> plt.Figure:
-    """Several runs' metrics side by side (moving average over ``smooth`` steps)."""
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.3 * len(keys), 2.9))
-    for name, hist in histories.items():
-        xs = [h[x] for h in hist]
-        for ax, key in zip(axes, keys):
-            sm = _smoothed([math.nan if h.get(key) is None else h[key] for h in hist], smooth)
-            ax.plot(xs, sm, label=name, color=ALGO_COLORS.get(name), lw=1.5)
-            ax.set_title(METRIC_NOTES.get(key, (key,))[0] if key in METRIC_NOTES else key, fontsize=9)
-            ax.set_xlabel("training seconds" if x == "wall_seconds" else x, fontsize=8)
-            ax.tick_params(labelsize=7)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
 def _symlog_bins(lo_exp: int = -7, hi_exp: int = 0, per_decade: int = 4):
     """Bin edges symmetric around 0 and even on a log scale (for log-ratios spanning decades)."""
     pos = torch.logspace(lo_exp, hi_exp, (hi_exp - lo_exp) * per_decade + 1, dtype=torch.float64)

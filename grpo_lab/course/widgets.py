@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 import matplotlib.pyplot as plt
 import torch
 
-from ..core.advantages import gae, group_advantages
+from ..core.advantages import gae, gfpo_advantages, gfpo_keep, group_advantages
 from ..core.checks import check_positive_int
 from ..core.losses import sequence_log_ratio, token_gradient_weights
+from ..core.rewards import soft_overlong_penalty
 from . import viz
 
 if TYPE_CHECKING:
@@ -45,6 +46,20 @@ def _float(value, lo, hi, step, description, fmt=".2f"):
         step=step,
         description=description,
         readout_format=fmt,
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
+
+
+def _int_slider(value: int, lo: int, hi: int, description: str) -> ipywidgets.IntSlider:
+    import ipywidgets as w
+
+    return w.IntSlider(
+        value=value,
+        min=lo,
+        max=hi,
+        step=1,
+        description=description,
         continuous_update=False,
         style={"description_width": "initial"},
     )
@@ -93,7 +108,7 @@ def group_advantage_explorer(correct_prob: torch.Tensor, seed: int = 0, max_grou
             f"{n_zero} of {len(correct_prob)} groups all-equal, so all-zero advantages",
         )
 
-    G = w.IntSlider(value=4, min=2, max=max_group, step=1, description="G", continuous_update=False)
+    G = _int_slider(4, 2, max_group, "G")
     std = w.Checkbox(value=True, description="divide by group std")
     return explore(draw, G=G, use_std=std)
 
@@ -108,7 +123,6 @@ def temperature_explorer(
     seed: int = 0,
 ) -> ipywidgets.interactive:
     """Sample one group at the slider's temperature: lower T, less spread, fewer useful groups."""
-    import ipywidgets as w
 
     from ..lab.rollout import encode_prompts, sample_group
     from ..lab.tasks import score_completions
@@ -127,16 +141,7 @@ def temperature_explorer(
             title=f"T = {temperature:.2f}: {int(rewards.sum())}/{group_size} right, entropy {ent:.2f} nats/token",
         )
 
-    T = w.FloatSlider(
-        value=1.0,
-        min=0.1,
-        max=2.0,
-        step=0.1,
-        description="temperature",
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
-    return explore(draw, temperature=T)
+    return explore(draw, temperature=_float(1.0, 0.1, 2.0, 0.1, "temperature"))
 
 
 def gspo_ratio_explorer(log_ratios: dict, mask: torch.Tensor, advantages: torch.Tensor) -> ipywidgets.interactive:
@@ -173,15 +178,7 @@ def gspo_ratio_explorer(log_ratios: dict, mask: torch.Tensor, advantages: torch.
         fig.tight_layout()
 
     label = w.Dropdown(options=labels, value=labels[-1], description="run")
-    steps = w.IntSlider(
-        value=1,
-        min=1,
-        max=n_steps,
-        step=1,
-        description="mini-batch steps",
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
+    steps = _int_slider(1, 1, n_steps, "mini-batch steps")
     clip = w.FloatLogSlider(
         value=4e-4,
         base=10,
@@ -204,8 +201,6 @@ def gfpo_explorer(
     ``[P, G_max]``. The first G samples of each prompt are the group.
     """
     import ipywidgets as w
-
-    from ..core.advantages import gfpo_advantages, gfpo_keep
 
     correct = torch.as_tensor(correct, dtype=torch.float32)
     lengths = torch.as_tensor(lengths)
@@ -246,24 +241,8 @@ def gfpo_explorer(
         )
         fig.tight_layout()
 
-    G = w.IntSlider(
-        value=min(16, G_max),
-        min=2,
-        max=G_max,
-        step=1,
-        description="G sampled",
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
-    k = w.IntSlider(
-        value=min(8, G_max),
-        min=1,
-        max=G_max,
-        step=1,
-        description="k kept",
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
+    G = _int_slider(min(16, G_max), 2, G_max, "G sampled")
+    k = _int_slider(min(8, G_max), 1, G_max, "k kept")
     metric = w.ToggleButtons(options=["length", "token_efficiency"], value="length", description="metric")
     return explore(draw, G=G, k=k, metric=metric)
 
@@ -310,22 +289,8 @@ def aggregation_explorer(short: int = 4, long: int = 16, max_len: int = 32) -> i
         bx.set_title(f"per token: short {per_tok[0]:.4f}, long {per_tok[1]:.4f}", fontsize=9)
         fig.tight_layout()
 
-    s = w.IntSlider(
-        value=short,
-        min=1,
-        max=max_len,
-        description="short length",
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
-    long_slider = w.IntSlider(
-        value=long,
-        min=1,
-        max=max_len,
-        description="long length",
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
+    s = _int_slider(short, 1, max_len, "short length")
+    long_slider = _int_slider(long, 1, max_len, "long length")
     agg = w.Dropdown(options=list(names), value="seq_mean_token_mean", description="aggregation")
     return explore(draw, short_len=s, long_len=long_slider, aggregation=agg)
 
@@ -335,9 +300,6 @@ def overlong_penalty_explorer(
 ) -> ipywidgets.interactive:
     """DAPO's soft overlong penalty with L_max and L_cache sliders (and, if given, a histogram of
     sampled lengths with the share that would be penalised)."""
-    import ipywidgets as w
-
-    from ..core.rewards import soft_overlong_penalty
 
     soft_overlong_penalty(
         torch.as_tensor(lengths) if lengths is not None else torch.zeros(1), max_len, cache_len
@@ -346,15 +308,14 @@ def overlong_penalty_explorer(
     def draw(L_max, L_cache):
         viz.plot_overlong_penalty(L_max, min(L_cache, L_max), lengths)
 
-    L_max = w.IntSlider(value=max_len, min=4, max=64, description="L_max", continuous_update=False)
-    L_cache = w.IntSlider(value=cache_len, min=1, max=32, description="L_cache", continuous_update=False)
+    L_max = _int_slider(max_len, 4, 64, "L_max")
+    L_cache = _int_slider(cache_len, 1, 32, "L_cache")
     return explore(draw, L_max=L_max, L_cache=L_cache)
 
 
 def trl_loss_type_explorer(max_completion_length: int = 32) -> ipywidgets.interactive:
     """Two answers to one prompt, right (A = +1) and wrong (A = -1): slide their lengths and see, from TRL's own
     ``GRPOTrainer._compute_loss``, how hard each ``loss_type`` pushes each token and each whole answer."""
-    import ipywidgets as w
 
     from ..scale.trl_bridge import trl_policy_loss
 
@@ -382,22 +343,8 @@ def trl_loss_type_explorer(max_completion_length: int = 32) -> ipywidgets.intera
             f"(whole answer {ratio:.2f}x); the others weigh every token alike",
         )
 
-    right = w.IntSlider(
-        value=8,
-        min=1,
-        max=max_completion_length,
-        description="right length",
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
-    wrong = w.IntSlider(
-        value=24,
-        min=1,
-        max=max_completion_length,
-        description="wrong length",
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
+    right = _int_slider(8, 1, max_completion_length, "right length")
+    wrong = _int_slider(24, 1, max_completion_length, "wrong length")
     return explore(draw, len_right=right, len_wrong=wrong)
 
 
@@ -477,5 +424,5 @@ def seed_spread_explorer(
         viz.plot_seed_dots(values, RUN_METRICS[metric][0], title=f"{seeds} seed(s). {note}")
 
     metric = w.Dropdown(options=metrics, value=metrics[0], description="metric")
-    seeds = w.IntSlider(value=max_seeds, min=1, max=max_seeds, step=1, description="seeds", continuous_update=False)
+    seeds = _int_slider(max_seeds, 1, max_seeds, "seeds")
     return explore(draw, metric=metric, seeds=seeds)

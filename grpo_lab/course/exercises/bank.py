@@ -1,62 +1,23 @@
-"""Self-checking exercises: a learner writes a function, ``check`` compares it with the package;
-or predicts an outcome (or diagnoses a run) by letter, and ``ask`` replies to that choice.
+"""The exercises, in notebook order: for each, the cases a learner's function is run on, the package's
+answer to them, a short reference solution and a hint.
 
-    from grpo_lab.course.exercises import ask, check, solution
-    def my_group_advantages(rewards, group_size): ...
-    check("group_advantages", my_group_advantages)     # says which case failed and why
-    solution("group_advantages")                       # the reference answer, when wanted
-    ask("rare_success", "a")                           # a typical wrong letter gets its own reply
-
-Every checker runs several cases, including the edge cases that bite (an all-equal group, a
-clipped token, padding), and reports the first failure with the input, what was expected, what
-came back, and a hint. The expected values come from the package, which is itself tested
-against the papers' numbers (``tests/``).
+Each exercise is four parts, ``_sol_*`` (shown by ``solution(name)``), ``_cases_*``, ``_ref_*`` (or a
+lambda over the package) and its ``_declare`` line. The expected values come from the package, which is
+itself tested against the papers' numbers (``tests/``).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
-import re
-import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
-from ..core.advantages import gae, gfpo_advantages, gfpo_keep, group_advantages, rloo_advantages
-from ..core.kl import kl_estimate
-from ..core.losses import masked_mean, policy_loss, sequence_log_ratio, token_gradient_weights
-from ..core.rewards import soft_overlong_penalty
-
-
-@dataclass
-class Result:
-    """What ``check`` found; shows itself as a short verdict in a notebook."""
-
-    name: str
-    ok: bool
-    passed: int
-    total: int
-    message: str
-    kind: str = "exercise"
-    """"exercise" (a function run on cases) or "question" (a letter chosen)."""
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    def __repr__(self) -> str:
-        mark = "PASS" if self.ok else "FAIL"
-        if self.kind == "question":
-            return f"[{mark}] {self.name}: {self.message}"
-        return f"[{mark}] {self.name}: {self.passed}/{self.total} cases. {self.message}"
-
-    def _repr_markdown_(self) -> str:
-        icon = "✅" if self.ok else "❌"
-        if self.kind == "question":
-            return f"{icon} **{self.name}**: {self.message}"
-        return f"{icon} **{self.name}**: {self.passed}/{self.total} cases pass. {self.message}"
+from ...core.advantages import dynamic_sampling_keep, gae, gfpo_advantages, gfpo_keep, group_advantages, rloo_advantages
+from ...core.kl import kl_estimate
+from ...core.losses import masked_mean, policy_loss, sequence_log_ratio, token_gradient_weights
+from ...core.rewards import soft_overlong_penalty
 
 
 class Exercise(NamedTuple):
@@ -635,7 +596,7 @@ def _cases_pass_at_k():
 
 
 def _ref_pass_at_k(n, c, k):
-    from ..lab.metrics import pass_at_k
+    from ...lab.metrics import pass_at_k  # lazily: the lab loads datasets and transformers
 
     return pass_at_k(n, c, k)
 
@@ -668,7 +629,7 @@ def _cases_standard_error():
 
 
 def _ref_standard_error(values):
-    from ..study.stats import mean_and_spread
+    from ...study.stats import mean_and_spread  # lazily: course imports no study module at load
 
     return mean_and_spread(values)["se"]
 
@@ -712,7 +673,7 @@ def _cases_sum3_reward_fixed():
 
 
 def _ref_sum3_reward_fixed(completion, answer, finished):
-    from ..lab.tasks import sum3_reward
+    from ...lab.tasks import sum3_reward  # lazily: the lab loads datasets and transformers
 
     return sum3_reward(completion, answer, finished)
 
@@ -749,7 +710,6 @@ def _cases_zero_std_share():
 
 
 def _ref_zero_std_share(rewards, group_size):
-    from ..core.advantages import dynamic_sampling_keep
 
     return 1.0 - dynamic_sampling_keep(rewards, group_size).float().mean().item()
 
@@ -863,320 +823,3 @@ _declare(
     ),
 )
 
-
-# --- predictions and diagnoses: choose a letter before running the cell that shows it ----------------
-
-
-class Question(NamedTuple):
-    """A prediction or a diagnosis: lettered choices, the right letter(s), and a reply to each typical
-    wrong answer saying what it overlooks. The notebook prints the choices; ``ask`` checks a pick."""
-
-    choices: dict[str, str]
-    answer: str
-    """The right letters, e.g. ``"b"`` or ``"bc"`` when several apply (``""``: none applies)."""
-    replies: dict[str, str]
-    """A typical wrong answer (its letters, sorted) -> what it overlooks."""
-    hint: str
-    why: str
-    """Said when the answer is right: the idea, in one or two sentences."""
-
-
-QUESTIONS: dict[str, Question] = {}
-
-
-def _ask_declare(name: str, choices: dict[str, str], answer: str, replies: dict[str, str], hint: str, why: str):
-    if set(answer) - set(choices) or any(set(k) - set(choices) for k in replies) or answer in replies:
-        raise ValueError(f"question {name!r}: its answer and replies must use the letters {sorted(choices)}")
-    QUESTIONS[name] = Question(choices, answer, replies, hint, why)
-
-
-# notebook 00: the group baseline
-_ask_declare(
-    "rare_success",
-    choices={
-        "a": "the right answer in X, the group where it is the only one",
-        "b": "a right answer in Y, the group where most are right",
-        "c": "neither: both earn the same reward, 1, so both get the same advantage",
-    },
-    answer="a",
-    replies={
-        "b": "Y being the better group does not help its right answers: the advantage is the reward minus the "
-        "group's mean, and in Y the mean is already 7/8.",
-        "c": "The reward is the same, but the advantage is the reward minus its group's mean: 1 - 1/8 in X, "
-        "1 - 7/8 in Y, before the same std divides both.",
-    },
-    hint="Work out each group's mean first; the advantage is the distance to it.",
-    why="A success that is rare in its group stands far above the group's mean: 2.47 against 0.35. The "
-    "group is its own baseline, so GRPO pushes hardest where the model rarely succeeds.",
-)
-
-# notebook 02: which tokens the clipped objective silences
-_ask_declare(
-    "clip_gradient",
-    choices={
-        "a": "r = 1.5, A = +1",
-        "b": "r = 1.5, A = -1",
-        "c": "r = 0.5, A = +1",
-        "d": "r = 0.5, A = -1",
-    },
-    answer="bc",
-    replies={
-        "ad": "Those two are exactly the ones the clip silences: each ratio already moved the way its advantage "
-        "asks (up for A > 0, down for A < 0) past the bound. The other two moved the wrong way.",
-        "": "All four ratios are outside [0.8, 1.2], but the min takes the clipped branch only when it is the "
-        "smaller one. For a ratio that moved against its advantage the unclipped term is smaller, so it stays, "
-        "with its gradient.",
-        "abcd": "Then the clip would never act. It does, on the tokens that moved the way their advantage asks "
-        "past the bound.",
-    },
-    hint="For each token compare r*A with clip(r, 0.8, 1.2)*A: the min picks one, and only the unclipped term "
-    "depends on the policy.",
-    why="The min is pessimistic: it removes the incentive to move further the way the advantage asks, and "
-    "keeps the full gradient that pulls back a token which moved the wrong way.",
-)
-
-# notebook 03: what the std division does to a small gap
-_ask_declare(
-    "std_scale",
-    choices={
-        "a": "the better answer of P",
-        "b": "the better answer of Q: its gap to the other answer is ten times larger",
-        "c": "about the same, close to +0.71 each",
-        "d": "neither: both groups are mostly right, so the advantages are about 0",
-    },
-    answer="c",
-    replies={
-        "b": "That is the answer without the std (Dr. GRPO, scale='none'): +0.5 against +0.05. GRPO divides "
-        "each group by its own std, which is ten times smaller in P.",
-        "d": "Only an all-equal group gives zeros. Centring on the group mean leaves a gap in each group, and "
-        "the std division then sets its size.",
-    },
-    hint="Centre each group on its mean, then divide by that group's std: how does the std scale with the gap?",
-    why="Dividing by the group's std makes any gap, however small, the same size: a 0.1 difference in reward "
-    "is pushed as hard as a 1.0 difference. That is the difficulty bias Dr. GRPO removes (notebook 04).",
-)
-
-# notebook 04: which aggregation made a heatmap (the heatmap is mystery_token_weights())
-_ask_declare(
-    "mystery_aggregation",
-    choices={
-        "a": "seq_mean_token_mean (GRPO): each answer's tokens share 1 / (B |o_i|)",
-        "b": "token_mean (DAPO, and TRL's default loss_type): one normaliser, the batch's valid tokens",
-        "c": "seq_mean_token_sum_norm (Dr. GRPO): a constant, B L_max",
-    },
-    answer="b",
-    replies={
-        "a": "Under GRPO each row is divided by its own length, so a short answer's tokens would weigh more than "
-        "a long one's. In the heatmap every token weighs the same.",
-        "c": "Dr. GRPO's tokens also weigh the same, but its constant is 1 / (B L_max) = 1/48, about 0.021. Read "
-        "the value in the heatmap and invert it.",
-    },
-    hint="First: do a short and a long row's tokens weigh the same? Then invert the weight: which count is it?",
-    why="Every token weighs 1/21, and 21 is the number of valid tokens in the batch (3 + 6 + 12): one "
-    "normaliser over all tokens, the token mean.",
-)
-
-# notebook 05: clip-higher
-_ask_declare(
-    "clip_higher_frees",
-    choices={
-        "a": "A > 0, ratio 1.25",
-        "b": "A < 0, ratio 1.25",
-        "c": "A < 0, ratio 0.75",
-        "d": "A > 0, ratio 0.75",
-    },
-    answer="a",
-    replies={
-        "b": "A token with A < 0 whose ratio rose has moved against its advantage: the pessimistic min never "
-        "clips it, at 1.2 or at 1.28.",
-        "c": "That token is stopped by the lower bound, 0.8, which DAPO leaves where it was.",
-        "d": "A token with A > 0 whose ratio fell moved against its advantage: it keeps its gradient under "
-        "either clip.",
-    },
-    hint="Only the upper bound moved. Which tokens can the upper bound stop at all?",
-    why="Only a token the advantage wants more of, whose ratio rose past 1.2, is stopped by the old bound "
-    "and not by the new one: clip-higher lets up-weighted tokens rise further, nothing else.",
-)
-
-_ask_declare(
-    "clip_higher_who",
-    choices={
-        "a": "only the token the old policy gave probability 0.9",
-        "b": "only the token the old policy gave probability 0.05",
-        "c": "both",
-        "d": "neither",
-    },
-    answer="b",
-    replies={
-        "a": "1.2 x 0.9 = 1.08: no probability reaches it, so a likely token is never clipped from above.",
-        "c": "One of them cannot be: 1.2 x 0.9 = 1.08, more than any probability.",
-        "d": "1.2 x 0.05 = 0.06: a small step of the policy reaches it.",
-    },
-    hint="The upper clip acts once the new probability passes 1.2 times the old one. Can a probability pass 1?",
-    why="The ratio of a token with old probability p can never pass 1/p, so the upper clip only ever stops "
-    "unlikely tokens. Raising it lets rare tokens grow, which is why DAPO says it keeps exploration alive.",
-)
-
-# notebook 09: a mystery dashboard (the committed run mystery_run_seed0)
-_ask_declare(
-    "mystery_failure",
-    choices={
-        "a": "the policy has solved the task: its reward and accuracy are 1.0",
-        "b": "sampling too cold: every group agrees",
-        "c": "the reward function pays every answer",
-        "d": "a learning rate too high: a KL blow-up",
-        "e": "length collapse",
-    },
-    answer="c",
-    replies={
-        "a": "A policy that started near 0.37 cannot be perfect at step 1, and its KL to the reference stays "
-        "0: its weights never moved. The 'accuracy' is the reward's own verdict, not a check of the sums.",
-        "b": "Cold sampling makes groups agree on right and on wrong answers: the reward would sit between 0 "
-        "and 1, and the entropy would be low. Here every answer is paid.",
-        "d": "A blow-up shows the KL climbing; here it stays at 0.",
-        "e": "The lengths only wander: the policy is not changing at all.",
-    },
-    hint="Start from the KL: did the policy change? Then ask why every answer earns the same reward.",
-    why="Reward and 'accuracy' at 1.0 from step 1 while the KL stays 0: every answer is paid, every group is "
-    "all-equal, every advantage is 0, and nothing is learnt. A reward bug, the mirror image of section 1's.",
-)
-
-_ask_declare(
-    "mystery_symptom",
-    choices={
-        "a": "the reward, flat at 1.0",
-        "b": "the zero-std share, 1.0",
-        "c": "the KL to the reference, 0",
-        "d": "the entropy",
-    },
-    answer="b",
-    replies={
-        "a": "A reward of 1.0 is also what a solved task looks like. The zero-std share says why nothing "
-        "moves: every group is all-equal, so every advantage is 0.",
-        "c": "At step 1 the KL is 0 in every run, healthy or not: the policy starts as the reference. It shows "
-        "that nothing moved only from step 2 on.",
-        "d": "The entropy of a policy that does not change still wanders from batch to batch; it proves nothing "
-        "at step 1.",
-    },
-    hint="Which panel would read differently at step 1 in a healthy run, and says why there is no gradient?",
-    why="A zero-std share of 1.0 means every group is all-right or all-wrong, so every advantage, and the "
-    "whole gradient, is 0. It reads so at step 1, before any other curve can show that nothing is learnt.",
-)
-
-
-def _picked_letters(answer: object) -> set[str] | None:
-    """The letters of a learner's answer ("b", "B", "b, c", ["b", "c"], "none"), or None if unreadable."""
-    if isinstance(answer, str):
-        text = answer.strip().lower()
-        if text in ("", "none", "-"):
-            return set()
-        if not re.fullmatch(r"[a-z](?:[\s,;/+&]*[a-z])*", text) or text in ("and", "or"):
-            return None
-        return set(re.findall(r"[a-z]", text))
-    if isinstance(answer, (list, tuple, set, frozenset)) and all(isinstance(x, str) for x in answer):
-        return {x.strip().lower() for x in answer}
-    return None
-
-
-def ask(name: str, answer: object) -> Result:
-    """Check a prediction or diagnosis: ``answer`` is a letter, or letters when several apply ("bc")."""
-    if name not in QUESTIONS:
-        raise ValueError(f"name must be one of {', '.join(sorted(QUESTIONS))}; got {name!r}")
-    q = QUESTIONS[name]
-    letters = ", ".join(sorted(q.choices))
-    if answer is None:
-        message = f"No answer yet: replace None with your letter(s), from {letters}."
-        return Result(name, False, 0, 1, message, "question")
-    picked = _picked_letters(answer)
-    if picked is None or picked - set(q.choices):
-        return Result(name, False, 0, 1, f"{answer!r} is not a choice: answer with letters from {letters}.", "question")
-    key = "".join(sorted(picked))
-    if key == "".join(sorted(q.answer)):
-        return Result(name, True, 1, 1, f"Right. {q.why}", "question")
-    reply = q.replies.get(key)
-    if reply is not None:
-        return Result(name, False, 0, 1, f"Not quite. {reply}", "question")
-    return Result(name, False, 0, 1, f"Not quite. Hint: {q.hint}", "question")
-
-
-_MYSTERY_AGGREGATION = "token_mean"  # the answer to notebook 04's question
-
-
-def mystery_token_weights() -> dict:
-    """The heatmap of notebook 04's question: each token's push under an aggregation it does not name.
-
-    Three answers of 3, 6 and 12 tokens with advantages +1, -1, +1, padded to L_max = 16; the weights
-    come from ``token_gradient_weights`` (autograd through ``policy_loss``)."""
-    lengths, advantages, max_len = [3, 6, 12], [1.0, -1.0, 1.0], 16
-    weights = token_gradient_weights(lengths, advantages, _MYSTERY_AGGREGATION, max_len)
-    return {"lengths": lengths, "advantages": advantages, "max_len": max_len, "weights": weights}
-
-
-def _as_tensor(x):
-    if isinstance(x, torch.Tensor):
-        return x.detach().to(torch.float64)
-    return torch.as_tensor(x, dtype=torch.float64)
-
-
-def check(name: str, fn: Callable[..., object]) -> Result:
-    """Run exercise ``name`` against ``fn``; the verdict names the first failing case and why."""
-    if name not in EXERCISES:
-        raise ValueError(f"name must be one of {', '.join(sorted(EXERCISES))}; got {name!r}")
-    if not callable(fn):
-        raise ValueError(f"fn must be a function, got {type(fn).__name__}")
-    cases_fn, reference, _, hint = EXERCISES[name]
-    cases = cases_fn()
-    for i, (label, args, kwargs) in enumerate(cases):
-        expected = _as_tensor(reference(*args, **kwargs))
-        try:
-            got_raw = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
-        except Exception as err:  # the learner's code raised: report it as this case's failure
-            return Result(
-                name, False, i, len(cases), f"Case '{label}' raised {type(err).__name__}: {err}. Hint: {hint}"
-            )
-        if got_raw is None:
-            return Result(
-                name,
-                False,
-                i,
-                len(cases),
-                f"Case '{label}': your function returned None (a missing return?). Hint: {hint}",
-            )
-        try:
-            got = _as_tensor(got_raw)
-        except Exception:
-            return Result(
-                name, False, i, len(cases), f"Case '{label}': could not read {type(got_raw).__name__} as numbers."
-            )
-        if got.shape != expected.shape:
-            return Result(
-                name,
-                False,
-                i,
-                len(cases),
-                f"Case '{label}': expected shape {tuple(expected.shape)}, got {tuple(got.shape)}. Hint: {hint}",
-            )
-        if not torch.isfinite(got).all():
-            return Result(
-                name,
-                False,
-                i,
-                len(cases),
-                f"Case '{label}': your result has NaN or infinity: {got.tolist()}. Hint: {hint}",
-            )
-        if not torch.allclose(got, expected, atol=1e-4, rtol=1e-4):
-            return Result(
-                name, False, i, len(cases), f"Case '{label}': expected {_fmt(expected)}, got {_fmt(got)}. Hint: {hint}"
-            )
-    return Result(name, True, len(cases), len(cases), "Well done.")
-
-
-def _fmt(t: torch.Tensor) -> str:
-    return "[" + ", ".join(f"{v:.4f}" for v in t.flatten().tolist()) + "]"
-
-
-def solution(name: str) -> str:
-    """The reference solution's source, to read when stuck (display it; nothing is printed here)."""
-    if name not in EXERCISES:
-        raise ValueError(f"name must be one of {', '.join(sorted(EXERCISES))}; got {name!r}")
-    return textwrap.dedent(inspect.getsource(EXERCISES[name][2]))
