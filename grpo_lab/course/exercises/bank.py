@@ -18,6 +18,7 @@ from ...core.advantages import dynamic_sampling_keep, gae, gfpo_advantages, gfpo
 from ...core.kl import kl_estimate
 from ...core.losses import masked_mean, policy_loss, sequence_log_ratio, token_gradient_weights
 from ...core.rewards import soft_overlong_penalty
+from ...study.stats import mean_and_spread
 
 
 class Exercise(NamedTuple):
@@ -629,7 +630,6 @@ def _cases_standard_error():
 
 
 def _ref_standard_error(values):
-    from ...study.stats import mean_and_spread  # lazily: course imports no study module at load
 
     return mean_and_spread(values)["se"]
 
