@@ -630,7 +630,6 @@ def _cases_standard_error():
 
 
 def _ref_standard_error(values):
-
     return mean_and_spread(values)["se"]
 
 
