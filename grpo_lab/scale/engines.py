@@ -64,24 +64,24 @@ SETTINGS: tuple[Setting, ...] = (
         "verl 0.9.1 has no trainer.seed: data.seed seeds the prompt sampler, rollout.seed vLLM's sampling "
         "(plus the replica's rank)",
     ),
-    Setting("advantage", (), ("algorithm.adv_estimator",), "grpo | gae (a critic); TRL has no critic"),
+    Setting("advantage", (), ("algorithm.adv_estimator",), "grpo or gae (a critic); TRL has no critic"),
     Setting(
         "scale",
         ("scale_rewards",),
         ("algorithm.norm_adv_by_std_in_grpo",),
-        "TRL: group | batch | none; verl: true (the group's std) | false, no batch std",
+        "TRL: group / batch / none; verl: true (the group's std) / false, no batch std",
     ),
     Setting(
         "ratio_level",
         ("importance_sampling_level",),
         (f"{A}.policy_loss.loss_mode",),
-        "TRL: token | sequence; verl: vanilla | gspo",
+        "TRL: token / sequence; verl: vanilla / gspo",
     ),
     Setting(
         "aggregation",
         ("loss_type",),
         (f"{A}.loss_agg_mode", f"{A}.loss_scale_factor"),
-        "TRL grpo | dapo | dr_grpo; verl seq-mean-token-mean | token-mean | seq-mean-token-sum-norm, whose "
+        "TRL grpo / dapo / dr_grpo; verl seq-mean-token-mean / token-mean / seq-mean-token-sum-norm, whose "
         "constant is loss_scale_factor (without it, the padded width of the batch)",
     ),
     Setting("clip_low", ("epsilon",), (f"{A}.clip_ratio_low",), "lower clip 1 - eps"),
