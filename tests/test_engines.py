@@ -159,3 +159,20 @@ def test_one_home_for_what_an_engine_cannot_run():
     assert "--task gsm8k" in refusal("gfpo", "trl")
     with pytest.raises(ValueError, match="engine"):
         gaps("grpo", "deepspeed")
+
+
+def _code(names) -> str:
+    return ", ".join(f"`{n}`" for n in names) or "-"
+
+
+def test_the_docs_page_quotes_the_table_row_for_row():
+    """docs/engines.md holds SETTINGS and METRICS as written here: a change to the table shows there."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "engines.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| `")]
+    want = [f"| `{s.lab}` | {_code(s.trl)} | {_code(s.verl)} | {s.note} |" for s in SETTINGS]
+    want += [
+        f"| `{m.lab}` | {_code([m.trl] if m.trl else [])} | {m.trl_means} | "
+        f"{_code([m.verl] if m.verl else [])} | {m.verl_means} |"
+        for m in METRICS
+    ]
+    assert rows == want

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import shlex
 from pprint import pformat
 
 import yaml
 
 from ..algorithms import Algorithm
+from . import health
 from .at_scale import (
     CHECKPOINT_EVERY,
     CHECKPOINTS_KEPT,
@@ -148,6 +150,13 @@ def launch_script(algo: str, task: str, model: str) -> str:
     return render("launch_trl.sh", algo=algo, task=task, model=shlex.quote(model), num_gpus=NUM_GPUS, install=INSTALL)
 
 
+def _health_source() -> str:
+    """``health.py``'s functions, with the import they need, to paste into the script."""
+    return "import math\nfrom collections.abc import Callable\n\n\n" + "\n\n".join(
+        inspect.getsource(f) for f in (health.group_health, health.with_group_health)
+    )
+
+
 def trl_files(a: Algorithm, task: str, model: str) -> dict[str, str]:
     """The TRL recipe's files by relative path."""
     settings = {k: v for k, v in trl_settings(a).items() if v is not None}
@@ -167,6 +176,7 @@ def trl_files(a: Algorithm, task: str, model: str) -> dict[str, str]:
             rows=ROWS[task],
             reward_name=reward_name,
             install=INSTALL,
+            health_source=_health_source(),
         ),
         "launch.sh": launch_script(a.name, task, model),
     }
