@@ -274,8 +274,8 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "reward_std_within_group",
         "",
-        "not logged. TRL's reward_std is the std over the WHOLE batch (nanstd(rewards)), which stays high when "
-        "every group is all-right or all-wrong; the callback logs health/reward_std_within_group",
+        "not logged: TRL's reward_std is the std over the whole batch (nanstd(rewards)), high even when every "
+        "group is all-right or all-wrong; the exported recipe logs health/reward_std_within_group",
         "",
         "not logged",
     ),
@@ -292,7 +292,7 @@ METRICS: tuple[Metric, ...] = (
         "kl",
         "kl",
         "mean k3 per token (with use_bias_correction_kl, k3 times the ratio) over completion tokens, logged only "
-        "when beta != 0; at beta = 0 the callback logs health/kl_to_reference",
+        "when beta != 0 (at 0 TRL loads no reference model)",
         "actor/kl_loss",
         "kl_loss_type's estimator aggregated with loss_agg_mode, logged only when use_kl_loss=true",
         ("workers/utils/losses.py", 'metrics["kl_loss"] = Metric(value=kl_loss'),
