@@ -371,7 +371,7 @@ def gaps(algo: str | Algorithm, engine: str) -> list[str]:
         out.append(
             "DAPO's dynamic sampling (drop all-equal groups, sample more) is not in TRL's GRPOTrainer. Use --engine "
             "verl (algorithm.filter_groups), or export DAPO without it: python -m grpo_lab export --algo dapo "
-            "--no-dynamic-sampling --engine trl --out DIR"
+            "--set dynamic_sampling=false --engine trl --out DIR"
         )
     if a.kl_in_reward:
         out.append("KL folded into the reward is not in TRL's GRPOTrainer (only k3 KL in the loss). Use --engine verl")
