@@ -16,25 +16,25 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import verl_env
+from verl_env import compose_verl
+from verl_env import get as _get
 
 from grpo_lab.algorithms import PRESETS, get_algorithm
 from grpo_lab.cli.main import main
-from grpo_lab.scale.export import (
-    ACCELERATE_CONFIGS,
-    export_recipe,
-    refusal,
-    rollout_arithmetic,
-    trl_settings,
-    verl_overrides,
-)
-from grpo_lab.scale.trl_bridge import VERL_KEYS
+from grpo_lab.scale.engines import refusal
+from grpo_lab.scale.export import MARKER, effective_algorithm, export_recipe
+from grpo_lab.scale.trl_recipe import ACCELERATE_CONFIGS, rollout_arithmetic, trl_settings
+from grpo_lab.scale.verl_recipe import verl_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
+verl_python = verl_env.verl_python  # the fixture
 TINY = str(ROOT / "assets" / "tiny-sum3")
 
 # Hand table: the TRL recipe at scale (TRL's GRPOConfig defaults for lr/bf16/checkpointing; 8 per GPU x 8 GPUs x 4
@@ -53,6 +53,14 @@ COMMON_AT_SCALE = {
     "vllm_enable_sleep_mode": True,
     "beta": 0.0,
     "temperature": 1.0,
+    "num_train_epochs": 1,  # one pass over the data (TRL's default is 3)
+    "seed": 0,
+    "save_strategy": "steps",
+    "save_total_limit": 3,
+    "eval_strategy": "steps",
+    "num_generations_eval": 4,
+    "report_to": "tensorboard",
+    "log_completions": True,
 }
 TRL_EXPECTED = {
     "grpo": {
@@ -69,13 +77,13 @@ TRL_EXPECTED = {
         "importance_sampling_level": "sequence",
         "epsilon": 3e-4,
         "epsilon_high": 4e-4,
-        "gradient_accumulation_steps": 2,
+        "gradient_accumulation_steps": 1,  # 4 micro-steps, 4 updates per rollout: GSPO's 4 mini-batches
     },
     "dapo_without_dynamic_sampling": {
         "loss_type": "dapo",
         "epsilon": 0.2,
         "epsilon_high": 0.28,
-        "gradient_accumulation_steps": 4,
+        "gradient_accumulation_steps": 1,  # 4 updates per rollout, so clip-higher acts (DAPO: 16)
         "mask_truncated_completions": False,
     },
 }
@@ -90,20 +98,10 @@ def _algo(name):
 
 def test_each_preset_exports_or_is_refused_with_what_to_use_instead(tmp_path):
     exported = {(a, e) for a in PRESETS for e in ("trl", "verl") if refusal(a, e) is None}
-    assert exported == {
-        ("grpo", "trl"),
-        ("dr_grpo", "trl"),
-        ("gspo", "trl"),
-        ("grpo", "verl"),
-        ("dr_grpo", "verl"),
-        ("gspo", "verl"),
-        ("dapo", "verl"),
-        ("ppo", "verl"),
-    }
     assert "--engine verl" in refusal("ppo", "trl") and "PPOTrainer" in refusal("ppo", "trl")
     assert "verl" in refusal("dapo", "trl") and "dynamic sampling" in refusal("dapo", "trl")
     for engine in ("trl", "verl"):
-        assert "python -m grpo_lab train --algo gfpo" in refusal("gfpo", engine)
+        assert "python -m grpo_lab train --algo gfpo --task gsm8k" in refusal("gfpo", engine)
     for algo, engine in sorted(exported):
         files = export_recipe(algo, engine, "Qwen/Qwen2.5-1.5B-Instruct", "gsm8k", tmp_path / f"{algo}_{engine}")
         assert all(f.exists() and f.stat().st_size > 0 for f in files)
@@ -114,6 +112,7 @@ def test_each_preset_exports_or_is_refused_with_what_to_use_instead(tmp_path):
 def test_the_export_command_writes_a_recipe_or_says_why_not_in_one_line(tmp_path, capsys):
     assert main(["export", "--algo", "gspo", "--engine", "trl", "--task", "gsm8k", "--out", str(tmp_path / "g")]) == 0
     assert sorted(p.name for p in (tmp_path / "g").iterdir()) == [
+        MARKER,
         "README.md",
         "accelerate",
         "launch.sh",
@@ -166,10 +165,57 @@ def test_the_accelerate_configs_load_in_accelerate(tmp_path):
     assert (loaded["single_gpu"].distributed_type.value, loaded["single_gpu"].num_processes) == ("NO", 1)
     assert (loaded["multi_gpu"].distributed_type.value, loaded["multi_gpu"].num_processes) == ("MULTI_GPU", 8)
     assert loaded["zero3"].distributed_type.value == "DEEPSPEED" and loaded["zero3"].deepspeed_config["zero_stage"] == 3
-    launch = (tmp_path / "launch.sh").read_text()
-    for name in ACCELERATE_CONFIGS:
-        assert f"accelerate launch --config_file accelerate/{name}.yaml train_grpo.py" in launch
-    assert "trl vllm-serve" in launch and "--vllm-mode server" in launch
+
+
+def _fake_on_path(folder: Path, name: str) -> None:
+    """A stand-in for ``name`` that prints its arguments one per line (for launch.sh and run.sh)."""
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$0" "$@"\n')
+    (folder / name).chmod(0o755)
+
+
+def _run(script: Path, args: list[str], fakes: Path) -> list[str]:
+    env = {**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"}
+    cmd = ["bash", str(script), *args]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_launch_sh_takes_mode_and_gpus_and_quotes_the_model(tmp_path):
+    """A model name with a space and a $(...) reaches the launcher as one argument and is never executed."""
+    model = f"My Models/x$(touch {tmp_path}/INJECTED)"
+    export_recipe("grpo", "trl", model, "gsm8k", tmp_path / "r")
+    fakes = tmp_path / "bin"
+    _fake_on_path(fakes, "accelerate")
+    argv = _run(tmp_path / "r" / "launch.sh", ["multi_gpu", "4", "--max-steps", "5"], fakes)
+    assert argv[1:] == [
+        "launch",
+        "--config_file",
+        "accelerate/multi_gpu.yaml",
+        "--num_processes",
+        "4",
+        "train_grpo.py",
+        "--model",
+        model,
+        "--max-steps",
+        "5",
+    ]
+    single = _run(tmp_path / "r" / "launch.sh", [], fakes)
+    assert single[1:4] == ["launch", "--config_file", "accelerate/single_gpu.yaml"]
+    assert not (tmp_path / "INJECTED").exists()
+
+
+def test_run_sh_takes_gpus_and_quotes_every_override(tmp_path):
+    model = f"x$(touch {tmp_path}/INJECTED) y"
+    export_recipe("dapo", "verl", model, "gsm8k", tmp_path / "r")
+    fakes = tmp_path / "bin"
+    _fake_on_path(fakes, "python")
+    argv = _run(tmp_path / "r" / "run.sh", ["4", "trainer.save_freq=7"], fakes)
+    assert argv[1:3] == ["-m", "verl.trainer.main_ppo"]
+    assert f"actor_rollout_ref.model.path={model}" in argv
+    assert argv[-2:] == ["trainer.n_gpus_per_node=4", "trainer.save_freq=7"]  # the last value wins in Hydra
+    assert not (tmp_path / "INJECTED").exists()
 
 
 def test_the_exported_trl_script_runs_two_steps_and_trl_resolves_the_preset(tmp_path):
@@ -201,6 +247,9 @@ def test_the_exported_trl_script_runs_two_steps_and_trl_resolves_the_preset(tmp_
         "bf16": False,
         "gradient_checkpointing": False,
         "use_vllm": False,
+        "save_strategy": "no",
+        "eval_strategy": "no",
+        "report_to": [],
     }
     at_scale = {
         k: v for k, v in {**COMMON_AT_SCALE, **TRL_EXPECTED["dapo_without_dynamic_sampling"]}.items() if k not in smoke
@@ -224,66 +273,6 @@ def test_the_exported_trl_script_runs_two_steps_and_trl_resolves_the_preset(tmp_
 
 # --- verl -----------------------------------------------------------------------------------------
 
-VENV = ROOT / ".venv-verl"
-_NETWORK = (
-    "Failed to establish a new connection",
-    "Temporary failure in name resolution",
-    "Network is unreachable",
-    "Could not fetch URL",
-    "No matching distribution found",
-    "Connection refused",
-    "Read timed out",
-)
-_COMPOSE = r"""
-import importlib.util, json, os, sys
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
-spec = importlib.util.find_spec("verl")
-config_dir = os.path.join(os.path.dirname(spec.origin), "trainer", "config")
-with initialize_config_dir(config_dir=config_dir, version_base=None):
-    cfg = compose(config_name="ppo_trainer", overrides=json.loads(sys.argv[1]))
-print(json.dumps({"verl_imported": "verl" in sys.modules, "root": os.path.dirname(spec.origin),
-                  "config": OmegaConf.to_container(cfg, resolve=False)}))
-"""
-
-
-@pytest.fixture(scope="module")
-def verl_python():
-    """The Python of a virtual environment with verl 0.9.1 (no dependencies), hydra-core and omegaconf, made on
-    first use in .venv-verl/ (git-ignored). Skipped only when the package registry cannot be reached."""
-    py = VENV / "bin" / "python"
-    probe = [str(py), "-c", "import importlib.metadata as m, hydra, omegaconf; assert m.version('verl') == '0.9.1'"]
-    if not (py.exists() and subprocess.run(probe, capture_output=True, check=False).returncode == 0):
-        steps = [
-            [sys.executable, "-m", "venv", str(VENV)],
-            [str(py), "-m", "pip", "install", "--quiet", "--no-deps", "verl==0.9.1"],
-            [str(py), "-m", "pip", "install", "--quiet", "hydra-core", "omegaconf"],
-        ]
-        for cmd in steps:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
-            if proc.returncode != 0:
-                text = proc.stdout + proc.stderr
-                if any(s in text for s in _NETWORK):
-                    pytest.skip(
-                        f"the package registry is unreachable, so verl 0.9.1 cannot be installed: {text.strip()[-300:]}"
-                    )
-                raise AssertionError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
-        assert subprocess.run(probe, capture_output=True, check=False).returncode == 0
-    return str(py)
-
-
-def compose_verl(python: str, overrides: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [python, "-c", _COMPOSE, json.dumps(overrides)], capture_output=True, text=True, timeout=300, check=False
-    )
-
-
-def _get(cfg: dict, dotted: str):
-    for part in dotted.lstrip("+").split("."):
-        cfg = cfg[part]
-    return cfg
-
-
 VERL_EXPECTED = {  # hand values: the presets at scale, in verl's keys
     "grpo": {
         "algorithm.adv_estimator": "grpo",
@@ -297,6 +286,18 @@ VERL_EXPECTED = {  # hand values: the presets at scale, in verl's keys
         "data.train_batch_size": 32,
         "actor_rollout_ref.rollout.name": "vllm",
         "algorithm.filter_groups.enable": False,
+        "actor_rollout_ref.actor.clip_ratio_c": 1e9,  # the presets have no dual clip; verl's default 3.0 is on
+        "trainer.total_epochs": 1,
+        "trainer.save_freq": 100,  # verl's default -1 never saves
+        "trainer.max_actor_ckpt_to_keep": 3,
+        "trainer.resume_mode": "auto",
+        "trainer.test_freq": 50,  # verl's default -1 never validates
+        "actor_rollout_ref.rollout.val_kwargs.do_sample": True,
+        "actor_rollout_ref.rollout.val_kwargs.temperature": 1.0,
+        "actor_rollout_ref.rollout.val_kwargs.n": 4,
+        "trainer.logger": ["console", "tensorboard"],
+        "data.seed": 0,
+        "actor_rollout_ref.rollout.seed": 0,
     },
     "dr_grpo": {
         "algorithm.norm_adv_by_std_in_grpo": False,
@@ -307,11 +308,12 @@ VERL_EXPECTED = {  # hand values: the presets at scale, in verl's keys
         "actor_rollout_ref.actor.policy_loss.loss_mode": "gspo",
         "actor_rollout_ref.actor.clip_ratio_low": 3e-4,
         "actor_rollout_ref.actor.clip_ratio_high": 4e-4,
-        "actor_rollout_ref.actor.ppo_mini_batch_size": 16,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 8,  # a size in prompts: 32 / 4 mini-batches
     },
     "dapo": {
         "actor_rollout_ref.actor.clip_ratio_high": 0.28,
         "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 8,  # 4 updates per rollout: clip-higher acts
         "algorithm.filter_groups.enable": True,
         "algorithm.filter_groups.metric": "acc",
         "trainer.use_v1": True,
@@ -349,7 +351,7 @@ def test_the_verl_overrides_compose_with_verls_own_config(verl_python, algo, tmp
         assert _get(out["config"], key) == want, (algo, key, _get(out["config"], key), want)
     export_recipe(algo, "verl", "Qwen/Qwen2.5-1.5B-Instruct", "gsm8k", tmp_path)
     run = (tmp_path / "run.sh").read_text()
-    assert "python -m verl.trainer.main_ppo" in run and all(f"    {o} \\\n" in run for o in overrides)
+    assert "python -m verl.trainer.main_ppo" in run and all(f"    {shlex.quote(o)} \\\n" in run for o in overrides)
 
 
 def test_a_misspelled_or_unknown_verl_key_fails(verl_python):
@@ -360,30 +362,6 @@ def test_a_misspelled_or_unknown_verl_key_fails(verl_python):
     ):
         proc = compose_verl(verl_python, verl_overrides("dapo") + [bad])
         assert proc.returncode != 0 and "Could not override" in proc.stderr, bad
-
-
-def test_every_verl_key_of_the_map_is_in_verls_config_or_read_by_the_dapo_reward_manager(verl_python):
-    out = json.loads(compose_verl(verl_python, []).stdout)
-    plain = [k for keys in VERL_KEYS.values() for k in keys if not k.startswith("+")]
-    missing = []
-    for key in plain:
-        try:
-            _get(out["config"], key)
-        except KeyError:
-            missing.append(key)
-    assert not missing, missing
-    # The appended keys: read by the reward loop's "dapo" reward manager of the installed wheel.
-    dapo = (Path(out["root"]) / "experimental" / "reward_loop" / "reward_manager" / "dapo.py").read_text()
-    assert '@register("dapo")' in dapo
-    for read in (
-        '.get("overlong_buffer_cfg"',
-        '.get("max_resp_len"',
-        "overlong_buffer_cfg.enable",
-        "overlong_buffer_cfg.len",
-        "overlong_buffer_cfg.penalty_factor",
-        'reward_extra_info["acc"]',
-    ):
-        assert read in dapo, read
 
 
 def test_verl_applies_dynamic_sampling_in_its_v1_trainer_only(verl_python):
@@ -429,3 +407,112 @@ def test_the_verl_reward_file_and_data_preparation_run(tmp_path):
     assert reward.compute_score("words", f"First 3, so #### {answer}", answer) == 1.0
     assert reward.compute_score("words", f"#### {int(answer) + 1}", answer) == 0.0
     assert reward.compute_score("words", f"the total is {answer}", answer) == 1.0  # no marker: the last number
+
+
+# --- what export prints, and how it writes ---------------------------------------------------------
+
+
+def test_the_effective_algorithm_says_when_a_clip_can_act():
+    lines, warnings = effective_algorithm("dapo", "verl")
+    text = "\n".join(lines)
+    assert "updates per rollout: 4" in text and "1 + 0.28: can act" in text
+    assert "dual clip: off (clip_ratio_c=1e+09" in text and "data.seed=0" in text and "total_epochs=1" in text
+    assert warnings == [
+        "max_gen_batches 4 cannot act: verl's V1 trainer ignores algorithm.filter_groups.max_num_gen_batches "
+        "(refills have no cap)"
+    ]
+    lines, warnings = effective_algorithm("grpo", "trl")
+    assert "updates per rollout: 1" in lines[0] and "cannot act (every ratio is 1)" in lines[1]
+    assert len(warnings) == 1 and warnings[0].startswith("clip_low 0.2 and clip_high 0.2 cannot act")
+    assert "dual clip: none (verl's gspo loss has no dual clip)" in effective_algorithm("gspo", "verl")[0]
+    readme = "\n".join(effective_algorithm("gspo", "trl")[0])
+    assert "updates per rollout: 4" in readme and "num_train_epochs=1" in readme
+
+
+def test_export_refuses_a_folder_holding_other_files_and_replaces_its_own_recipe(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "README.md").write_text("my notes")
+    with pytest.raises(ValueError, match=r"^out must be a new or empty folder or a recipe written by export"):
+        export_recipe("grpo", "trl", "m", "gsm8k", mine)
+    assert (mine / "README.md").read_text() == "my notes"
+    recipe = tmp_path / "recipe"
+    export_recipe("grpo", "trl", "m", "gsm8k", recipe)
+    export_recipe("gspo", "verl", "m", "gsm8k", recipe)  # its own earlier recipe: replaced whole
+    assert sorted(p.name for p in recipe.iterdir()) == [MARKER, "README.md", "prepare_data.py", "reward.py", "run.sh"]
+    (recipe / "runs").mkdir()
+    (recipe / "runs" / "checkpoint-100").write_text("a run's checkpoint")
+    with pytest.raises(ValueError, match=r"1 other file\(s\) \(e.g. runs/checkpoint-100\)"):
+        export_recipe("grpo", "verl", "m", "gsm8k", recipe)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "recipe"]  # no temporary folder left
+
+
+def test_an_unwritable_out_is_refused_with_what_was_wanted(tmp_path, capsys):
+    (tmp_path / "a_file").write_text("")
+    out = tmp_path / "a_file" / "sub"
+    with pytest.raises(ValueError, match=r"^out must be a folder you can write to, got .*; wanted a writable path$"):
+        export_recipe("grpo", "trl", "m", "gsm8k", out)
+    assert main(["export", "--engine", "trl", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "wanted" in err
+
+
+def test_an_export_interrupted_while_writing_leaves_no_half_written_recipe(tmp_path, monkeypatch):
+    calls = []
+    real = Path.write_text
+
+    def interrupted(self, *args, **kwargs):
+        calls.append(self.name)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export_recipe("grpo", "trl", "m", "gsm8k", tmp_path / "recipe")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _local_gsm8k(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the tiny model with a chat template, and GSM8K-format files (question; answer ending '#### N')."""
+    import shutil
+
+    model = tmp_path / "tiny-chat"
+    shutil.copytree(TINY, model)
+    cfg = json.loads((model / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = (
+        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant: {% endif %}"
+    )
+    (model / "tokenizer_config.json").write_text(json.dumps(cfg))
+    tok = json.loads((model / "tokenizer.json").read_text())
+    tok["model"]["unk_token"] = "."  # its vocabulary is digits and signs: letters become "." instead of an error
+    (model / "tokenizer.json").write_text(json.dumps(tok))
+    data = tmp_path / "gsm8k"
+    data.mkdir()
+    for split, n in (("train", 12), ("test", 4)):
+        question, answer = "Ann has {} apples and buys {}. How many?", "{} + {}\n#### {}"
+        rows = [{"question": question.format(i, i + 2), "answer": answer.format(i, i + 2, 2 * i + 2)} for i in range(n)]
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return model, data
+
+
+def test_the_exported_gsm8k_recipes_run_offline_on_a_local_chat_model_and_files(tmp_path):
+    model, data = _local_gsm8k(tmp_path)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    export_recipe("grpo", "trl", str(model), "gsm8k", tmp_path / "trl")
+    out = tmp_path / "run"
+    cmd = [sys.executable, "train_grpo.py", "--smoke", "--data-dir", str(data), "--output-dir", str(out)]
+    proc = subprocess.run(cmd, cwd=tmp_path / "trl", env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resolved = json.loads((out / "resolved_config.json").read_text())
+    assert resolved["global_step"] == 2 and resolved["reward_funcs"] == ["gsm8k_reward_trl"]
+    export_recipe("grpo", "verl", str(model), "gsm8k", tmp_path / "verl")
+    cmd = [sys.executable, "prepare_data.py", "--out", "data/gsm8k", "--data-dir", str(data)]
+    proc = subprocess.run(cmd, cwd=tmp_path / "verl", env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    import pandas as pd
+
+    rows = pd.read_parquet(tmp_path / "verl" / "data" / "gsm8k" / "train.parquet")
+    assert len(rows) == 12 and rows.iloc[3]["reward_model"]["ground_truth"] == "8"
+    assert [m["role"] for m in rows.iloc[0]["prompt"]] == ["system", "user"]

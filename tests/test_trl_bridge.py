@@ -16,11 +16,11 @@ from trl import GRPOConfig
 
 from grpo_lab.algorithms import PRESETS, get_algorithm
 from grpo_lab.core.losses import policy_loss
+from grpo_lab.scale.engines import gaps
 from grpo_lab.scale.trl_bridge import (
     grpo_config_kwargs,
     make_trl_trainer,
     reward_function,
-    trl_gaps,
     trl_history,
     trl_loss_type,
     trl_policy_loss,
@@ -91,6 +91,10 @@ def test_loss_type_mapping_and_bad_input():
         trl_loss_type("token_sum")
     with pytest.raises(ValueError, match="algo"):
         grpo_config_kwargs(3)
+
+
+def trl_gaps(algo):
+    return gaps(algo, "trl")
 
 
 def test_gaps_name_what_trl_lacks():

@@ -1,8 +1,8 @@
 """From the lab to TRL: the lab's settings as TRL's ``GRPOConfig``, TRL's own loss on the lab's batch,
 and TRL's ``GRPOTrainer`` driving the lab's model and task.
 
-- ``grpo_config_kwargs(algo, cfg)``: the ``GRPOConfig`` fields that reproduce a lab preset, and
-  ``trl_gaps(algo)``: what of it TRL (checked against trl 1.16) does not have.
+- ``grpo_config_kwargs(algo, cfg)``: the ``GRPOConfig`` fields that reproduce a lab preset (what TRL cannot
+  run is ``engines.gaps(algo, "trl")``).
 - ``trl_policy_loss(...)``: TRL's ``GRPOTrainer._compute_loss`` called for real on given log-probs,
   through a stand-in object that carries exactly the attributes that method reads.
 - ``reward_function(task, tokenizer)``: the task's reward in TRL's reward-function signature.
@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..algorithms import Algorithm, get_algorithm
+from ..algorithms import Algorithm
 from ..core.checks import check_choice, check_positive_int
+from .engines import as_algorithm, gaps
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -47,76 +48,6 @@ IMPORTANCE_SAMPLING_LEVEL = {"token": "token", "sequence": "sequence", "sequence
 """``ratio_level`` -> ``importance_sampling_level``. GSPO-token equals GSPO (``"sequence"``) in value and
 gradient whenever the advantage is one per sequence, which is all TRL computes."""
 
-VERL_KEYS = {
-    "prompts_per_step": ("data.train_batch_size",),
-    "group_size": ("actor_rollout_ref.rollout.n",),
-    "max_new_tokens": ("data.max_response_length",),
-    "temperature": ("actor_rollout_ref.rollout.temperature",),
-    "lr": ("actor_rollout_ref.actor.optim.lr",),
-    "weight_decay": ("actor_rollout_ref.actor.optim.weight_decay",),
-    "grad_clip": ("actor_rollout_ref.actor.grad_clip",),
-    "advantage": ("algorithm.adv_estimator",),
-    "scale": ("algorithm.norm_adv_by_std_in_grpo",),
-    "ratio_level": ("actor_rollout_ref.actor.policy_loss.loss_mode",),
-    "aggregation": ("actor_rollout_ref.actor.loss_agg_mode", "actor_rollout_ref.actor.loss_scale_factor"),
-    "clip_low": ("actor_rollout_ref.actor.clip_ratio_low",),
-    "clip_high": ("actor_rollout_ref.actor.clip_ratio_high",),
-    "dual_clip": ("actor_rollout_ref.actor.clip_ratio_c",),
-    "beta": ("actor_rollout_ref.actor.use_kl_loss", "actor_rollout_ref.actor.kl_loss_coef"),
-    "kl_kind": ("actor_rollout_ref.actor.kl_loss_type", "algorithm.kl_penalty"),
-    "kl_in_reward": ("algorithm.use_kl_in_reward", "algorithm.kl_ctrl.kl_coef"),
-    "entropy_coef": ("actor_rollout_ref.actor.entropy_coeff",),
-    "dynamic_sampling": ("algorithm.filter_groups.enable", "algorithm.filter_groups.metric", "trainer.use_v1"),
-    "max_gen_batches": ("algorithm.filter_groups.max_num_gen_batches",),
-    "overlong_penalty": (
-        "reward.reward_manager.name",
-        "+reward.reward_kwargs.overlong_buffer_cfg.enable",
-        "+reward.reward_kwargs.max_resp_len",
-    ),
-    "overlong_cache": ("+reward.reward_kwargs.overlong_buffer_cfg.len",),
-    "minibatches": ("actor_rollout_ref.actor.ppo_mini_batch_size",),
-    "epochs": ("actor_rollout_ref.actor.ppo_epochs",),
-    "gamma": ("algorithm.gamma",),
-    "lam": ("algorithm.lam",),
-    "value_clip": ("critic.cliprange_value",),
-    "critic_lr": ("critic.optim.lr",),
-    "critic_warmup_steps": ("trainer.critic_warmup",),
-}
-"""The lab's knobs (``TrainConfig`` and ``Algorithm`` fields) as verl 0.9.1 keys of
-``python -m verl.trainer.main_ppo``. Every key without ``+`` is in verl's composed trainer config
-(``tests/test_export.py`` composes them with verl's own Hydra config); a ``+`` key is appended, read by the
-reward loop's ``dapo`` reward manager. ``VERL_NOTES`` says how a value maps where it is not one to one."""
-
-VERL_NOTES = {
-    "prompts_per_step": "prompts per rollout; verl multiplies by rollout.n",
-    "advantage": "grpo | gae (a critic)",
-    "scale": "true: the group's std | false (Dr. GRPO); no batch std",
-    "ratio_level": "vanilla | gspo",
-    "aggregation": (
-        "seq-mean-token-mean | token-mean | seq-mean-token-sum-norm (Dr. GRPO: loss_scale_factor = max_response_length)"
-    ),
-    "beta": "KL in the loss: use_kl_loss=true, kl_loss_coef=beta",
-    "kl_kind": "low_var_kl is k3, kl is k1, mse is k2",
-    "kl_in_reward": "use_kl_in_reward=true, kl_ctrl.kl_coef=beta, kl_penalty picks the estimator",
-    "dynamic_sampling": (
-        "acted on by the V1 trainer (trainer.use_v1=true, the default), metric=acc; the legacy trainer ignores it"
-    ),
-    "max_gen_batches": "ignored by the V1 trainer (it logs a warning): refills have no cap",
-    "overlong_penalty": (
-        "not in the trainer config: reward_manager.name=dapo reads +reward.reward_kwargs.overlong_buffer_cfg"
-    ),
-    "minibatches": "ppo_mini_batch_size = train_batch_size / minibatches (both in prompts)",
-    "critic_lr": "the critic's own optimiser (verl has no vf_coef: the value loss is not summed with the policy's)",
-}
-
-
-def _algorithm(algo) -> Algorithm:
-    if isinstance(algo, Algorithm):
-        return algo
-    if isinstance(algo, str):
-        return get_algorithm(algo)
-    raise ValueError(f"algo must be a preset name or an Algorithm, got {type(algo).__name__}")
-
 
 def trl_loss_type(aggregation: str) -> str:
     """TRL's ``loss_type`` for the lab's ``aggregation``."""
@@ -130,11 +61,11 @@ def grpo_config_kwargs(algo: str | Algorithm = "grpo", cfg: TrainConfig | None =
 
     One lab step (one rollout of ``prompts_per_step * group_size`` completions, split into
     ``minibatches`` optimiser steps) is ``steps_per_generation = minibatches`` TRL optimiser steps.
-    What TRL cannot express is left out here and listed by ``trl_gaps``.
+    What TRL cannot express is left out here and listed by ``engines.gaps(algo, "trl")``.
     """
     from ..train.trainer import TrainConfig
 
-    a = _algorithm(algo)
+    a = as_algorithm(algo)
     cfg = cfg if cfg is not None else TrainConfig()
     n = cfg.prompts_per_step * cfg.group_size
     if n % a.minibatches:
@@ -167,30 +98,6 @@ def grpo_config_kwargs(algo: str | Algorithm = "grpo", cfg: TrainConfig | None =
     if a.dual_clip is not None:
         kw["delta"] = a.dual_clip  # equals verl's dual clip when delta > 1 + epsilon_high (tests/test_trl_parity.py)
     return kw
-
-
-def trl_gaps(algo: str | Algorithm = "grpo") -> list[str]:
-    """What of ``algo`` TRL's ``GRPOTrainer`` (trl 1.16) does not do, in words; empty when nothing.
-
-    (DAPO's soft overlong penalty is not a gap: it is a reward function, ``trl.rewards.get_soft_overlong_punishment``,
-    which ``make_trl_trainer`` adds.)"""
-    a = _algorithm(algo)
-    gaps = []
-    if a.advantage == "gae":
-        gaps.append("a critic with GAE: TRL removed PPOTrainer (huggingface/trl#7020); GRPOTrainer has no value model")
-    if a.kl_in_reward:
-        gaps.append("KL folded into the reward: GRPOTrainer only puts k3 KL in the loss (beta)")
-    elif a.beta > 0 and a.kl_kind != "k3":
-        gaps.append(f"KL estimator {a.kl_kind}: GRPOTrainer's KL is always k3")
-    if a.advantage == "gfpo":
-        gaps.append(
-            "GFPO's filter (sample G, train on k): GFPOTrainer was removed from trl.experimental (huggingface/trl#6309)"
-        )
-    if a.dynamic_sampling:
-        gaps.append("DAPO's dynamic sampling (drop all-equal groups, refill): not in GRPOTrainer")
-    if a.dual_clip is not None and a.dual_clip <= 1 + (a.clip_high if a.clip_high is not None else a.clip_low):
-        gaps.append(f"dual_clip {a.dual_clip} <= 1 + clip_high: TRL's delta then differs from verl's dual clip")
-    return gaps
 
 
 # --- TRL's loss, called for real -------------------------------------------------------------------
@@ -384,15 +291,15 @@ def make_trl_trainer(
     gradient checkpointing on the CPU (TRL's defaults are bf16 and checkpointing). ``steps`` counts lab
     steps (rollouts); TRL's ``max_steps`` is ``steps * minibatches``. ``config_overrides`` go to
     ``GRPOConfig`` last. The trainer carries ``step_timer.step_seconds`` (seconds per optimiser step).
-    Raises ``ValueError`` for an algorithm TRL cannot run (a non-empty ``trl_gaps``).
+    Raises ``ValueError`` for an algorithm TRL cannot run (a non-empty ``engines.gaps(algo, "trl")``).
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from trl import GRPOConfig, GRPOTrainer
 
     from ..train.trainer import TrainConfig
 
-    a = _algorithm(algo)
-    blocking = trl_gaps(a)
+    a = as_algorithm(algo)
+    blocking = gaps(a, "trl")
     if blocking:
         raise ValueError(f"algo {a.name!r} needs what TRL's GRPOTrainer does not have: {'; '.join(blocking)}")
     check_positive_int("steps", steps)

@@ -1,0 +1,388 @@
+"""The engine facts: every lab setting and health metric with its TRL 1.16 and verl 0.9.1 name, read from the
+engines' own source, and the one place that says what an engine cannot run.
+
+- ``SETTINGS``: lab knob -> ``GRPOConfig`` fields -> verl keys, with what each counts (counts vs sizes).
+- ``VERL_READS``: for each verl key, the file of the verl package and the line fragment that reads it on the path
+  ``python -m verl.trainer.main_ppo`` takes (the V1 trainer, the reward loop); ``tests/test_engines.py`` checks
+  both that the key composes with verl's Hydra config and that the fragment is in that file.
+- ``METRICS``: each lab health metric as TRL and verl log it, with the formula and scope each engine uses;
+  ``tests/test_engines.py`` checks the TRL keys against the log of a real ``GRPOTrainer`` step.
+- ``gaps(algo, engine)`` / ``refusal(algo, engine)``: what an engine cannot run, and what to use instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..algorithms import Algorithm, get_algorithm
+from ..core.checks import check_choice
+
+TRL_VERSION = "1.16"
+VERL_VERSION = "0.9.1"
+ENGINES = ("trl", "verl")
+A = "actor_rollout_ref.actor"
+R = "actor_rollout_ref.rollout"
+
+
+def as_algorithm(algo: str | Algorithm) -> Algorithm:
+    """A preset name or an ``Algorithm`` as an ``Algorithm``."""
+    if isinstance(algo, Algorithm):
+        return algo
+    if isinstance(algo, str):
+        return get_algorithm(algo)
+    raise ValueError(f"algo must be a preset name or an Algorithm, got {type(algo).__name__}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One lab knob in both engines. ``trl``/``verl`` are empty where the engine has no such setting."""
+
+    lab: str
+    trl: tuple[str, ...]
+    verl: tuple[str, ...]
+    note: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "prompts_per_step",
+        ("per_device_train_batch_size", "steps_per_generation"),
+        ("data.train_batch_size",),
+        "TRL counts completions: per_device_train_batch_size x processes x steps_per_generation = prompts x G; "
+        "verl counts prompts (data.train_batch_size), each sampled rollout.n times",
+    ),
+    Setting("group_size", ("num_generations",), (f"{R}.n",), "G, completions per prompt, in both"),
+    Setting("max_new_tokens", ("max_completion_length",), ("data.max_response_length",), "tokens, in both"),
+    Setting("temperature", ("temperature",), (f"{R}.temperature",), "sampling temperature of the rollouts"),
+    Setting("lr", ("learning_rate",), (f"{A}.optim.lr",), "the policy's learning rate"),
+    Setting("weight_decay", ("weight_decay",), (f"{A}.optim.weight_decay",), "AdamW weight decay"),
+    Setting("grad_clip", ("max_grad_norm",), (f"{A}.grad_clip",), "gradient-norm clip"),
+    Setting(
+        "seed",
+        ("seed",),
+        ("data.seed", f"{R}.seed"),
+        "verl 0.9.1 has no trainer.seed: data.seed seeds the prompt sampler, rollout.seed vLLM's sampling "
+        "(plus the replica's rank)",
+    ),
+    Setting("advantage", (), ("algorithm.adv_estimator",), "grpo or gae (a critic); TRL has no critic"),
+    Setting(
+        "scale",
+        ("scale_rewards",),
+        ("algorithm.norm_adv_by_std_in_grpo",),
+        "TRL: group / batch / none; verl: true (the group's std) / false, no batch std",
+    ),
+    Setting(
+        "ratio_level",
+        ("importance_sampling_level",),
+        (f"{A}.policy_loss.loss_mode",),
+        "TRL: token / sequence; verl: vanilla / gspo",
+    ),
+    Setting(
+        "aggregation",
+        ("loss_type",),
+        (f"{A}.loss_agg_mode", f"{A}.loss_scale_factor"),
+        "TRL grpo / dapo / dr_grpo; verl seq-mean-token-mean / token-mean / seq-mean-token-sum-norm, whose "
+        "constant is loss_scale_factor (without it, the padded width of the batch)",
+    ),
+    Setting("clip_low", ("epsilon",), (f"{A}.clip_ratio_low",), "lower clip 1 - eps"),
+    Setting("clip_high", ("epsilon_high",), (f"{A}.clip_ratio_high",), "upper clip 1 + eps_high"),
+    Setting(
+        "dual_clip",
+        ("delta",),
+        (f"{A}.clip_ratio_c",),
+        "TRL: off unless delta is set; verl's vanilla loss always applies clip_ratio_c (default 3.0, must be "
+        "> 1) to negative advantages, its gspo loss never does",
+    ),
+    Setting(
+        "beta",
+        ("beta",),
+        (f"{A}.use_kl_loss", f"{A}.kl_loss_coef"),
+        "KL in the loss; at 0 TRL loads no reference model",
+    ),
+    Setting(
+        "kl_kind",
+        (),
+        (f"{A}.kl_loss_type", "algorithm.kl_penalty"),
+        "TRL's KL is always k3; verl low_var_kl = k3, kl = k1, mse = k2",
+    ),
+    Setting(
+        "kl_in_reward",
+        (),
+        ("algorithm.use_kl_in_reward", "algorithm.kl_ctrl.kl_coef"),
+        "KL folded into the reward: verl only",
+    ),
+    Setting("entropy_coef", ("entropy_coef",), (f"{A}.entropy_coeff",), "entropy bonus"),
+    Setting(
+        "dynamic_sampling",
+        (),
+        ("algorithm.filter_groups.enable", "algorithm.filter_groups.metric", "trainer.use_v1"),
+        "verl: applied by the V1 trainer (trainer.use_v1=true, the default), metric=acc",
+    ),
+    Setting(
+        "max_gen_batches",
+        (),
+        ("algorithm.filter_groups.max_num_gen_batches",),
+        "ignored by verl's V1 trainer (it logs a warning): refills have no cap",
+    ),
+    Setting(
+        "overlong_penalty",
+        (),
+        (
+            "reward.reward_manager.name",
+            "+reward.reward_kwargs.overlong_buffer_cfg.enable",
+            "+reward.reward_kwargs.max_resp_len",
+        ),
+        "TRL: a reward function, trl.rewards.get_soft_overlong_punishment; verl: the dapo reward manager reads "
+        "the appended + keys",
+    ),
+    Setting("overlong_cache", (), ("+reward.reward_kwargs.overlong_buffer_cfg.len",), "tokens"),
+    Setting("overlong_filter", ("mask_truncated_completions",), (), "verl has no such mask"),
+    Setting(
+        "minibatches",
+        ("steps_per_generation", "gradient_accumulation_steps"),
+        (f"{A}.ppo_mini_batch_size",),
+        "a COUNT in the lab and in TRL (optimiser steps per rollout = steps_per_generation / "
+        "gradient_accumulation_steps); a SIZE in verl: ppo_mini_batch_size prompts per update = "
+        "train_batch_size / minibatches",
+    ),
+    Setting("epochs", ("num_iterations",), (f"{A}.ppo_epochs",), "passes over each rollout"),
+    Setting("gamma", (), ("algorithm.gamma",), "GAE discount; verl only"),
+    Setting("lam", (), ("algorithm.lam",), "GAE lambda; verl only"),
+    Setting("value_clip", (), ("critic.cliprange_value",), "verl only"),
+    Setting("critic_lr", (), ("critic.optim.lr",), "the critic's own optimiser; verl has no vf_coef"),
+    Setting("critic_warmup_steps", (), ("trainer.critic_warmup",), "steps"),
+    # run control: not lab knobs, but what an exported recipe sets
+    Setting("passes over the data", ("num_train_epochs",), ("trainer.total_epochs",), "TRL's default is 3"),
+    Setting(
+        "checkpoints",
+        ("save_strategy", "save_steps", "save_total_limit"),
+        ("trainer.save_freq", "trainer.max_actor_ckpt_to_keep", "trainer.resume_mode"),
+        "verl's save_freq defaults to -1 (never saves); resume_mode=auto resumes from default_local_dir",
+    ),
+    Setting(
+        "validation",
+        ("eval_strategy", "eval_steps", "num_generations_eval"),
+        ("trainer.test_freq", f"{R}.val_kwargs.do_sample", f"{R}.val_kwargs.temperature", f"{R}.val_kwargs.n"),
+        "verl's test_freq defaults to -1 (never validates) and val_kwargs to greedy, n=1",
+    ),
+    Setting(
+        "tracking",
+        ("report_to", "log_completions"),
+        ("trainer.logger", "trainer.log_val_generations", "trainer.rollout_data_dir"),
+        "TRL's log_completions prints a table and sends it to wandb/trackio only; verl's tensorboard logger also "
+        "takes the validation generations, rollout_data_dir writes every training completion as JSON lines",
+    ),
+    Setting(
+        "reward file",
+        ("reward_funcs (a GRPOTrainer argument)",),
+        ("reward.custom_reward_function.path", "reward.custom_reward_function.name"),
+        "verl: the reward loop reads reward.custom_reward_function",
+    ),
+)
+"""The lab's knobs and the recipe's run settings in both engines."""
+
+VERL_READS: dict[str, tuple[str, str]] = {
+    "data.train_batch_size": ("trainer/ppo/v1/trainer_base.py", "train_batch_size = self.config.data.train_batch_size"),
+    f"{R}.n": ("trainer/ppo/v1/agent_loop_tq.py", "config.n if not trajectory"),
+    "data.max_response_length": ("trainer/config/_generated_ppo_trainer.yaml", "${oc.select:data.max_response_length"),
+    f"{R}.temperature": ("trainer/ppo/v1/agent_loop_tq.py", "temperature=config.temperature"),
+    f"{A}.optim.lr": ("workers/config/optimizer.py", '"lr": config.lr'),
+    f"{A}.optim.weight_decay": ("workers/config/optimizer.py", '"weight_decay": config.weight_decay'),
+    f"{A}.grad_clip": ("workers/config/optimizer.py", "self.clip_grad = self.grad_clip"),
+    "data.seed": ("trainer/ppo/utils.py", 'seed = data_config.get("seed")'),
+    f"{R}.seed": ("workers/rollout/vllm_rollout/vllm_async_server.py", '"seed": self.replica_rank + self.config.seed'),
+    "algorithm.adv_estimator": ("trainer/ppo/v1/trainer_base.py", "adv_estimator=self.config.algorithm.adv_estimator"),
+    "algorithm.norm_adv_by_std_in_grpo": ("trainer/ppo/v1/trainer_base.py", 'get("norm_adv_by_std_in_grpo", True)'),
+    f"{A}.policy_loss.loss_mode": ("workers/utils/losses.py", 'config.policy_loss.get("loss_mode", "vanilla")'),
+    f"{A}.loss_agg_mode": ("workers/utils/losses.py", "loss_agg_mode = config.loss_agg_mode"),
+    f"{A}.loss_scale_factor": ("workers/utils/losses.py", '["loss_scale_factor"] = config.loss_scale_factor'),
+    f"{A}.clip_ratio_low": ("trainer/ppo/core_algos.py", "clip_ratio_low = config.clip_ratio_low if"),
+    f"{A}.clip_ratio_high": ("trainer/ppo/core_algos.py", "clip_ratio_high = config.clip_ratio_high if"),
+    f"{A}.clip_ratio_c": ("trainer/ppo/core_algos.py", '"clip_ratio_c", 3.0'),
+    f"{A}.use_kl_loss": ("workers/utils/losses.py", "if config.use_kl_loss:"),
+    f"{A}.kl_loss_coef": ("workers/utils/losses.py", "kl_loss * config.kl_loss_coef"),
+    f"{A}.kl_loss_type": ("workers/utils/losses.py", "kl_penalty=config.kl_loss_type"),
+    "algorithm.kl_penalty": ("trainer/ppo/v1/trainer_base.py", "kl_penalty=self.config.algorithm.kl_penalty"),
+    "algorithm.use_kl_in_reward": ("trainer/ppo/v1/trainer_base.py", "if self.config.algorithm.use_kl_in_reward:"),
+    "algorithm.kl_ctrl.kl_coef": ("trainer/ppo/core_algos.py", "FixedKLController(kl_coef=kl_ctrl.kl_coef)"),
+    f"{A}.entropy_coeff": ("workers/utils/losses.py", "entropy_coeff = config.entropy_coeff"),
+    "algorithm.filter_groups.enable": ("trainer/ppo/v1/trainer_base.py", 'filter_groups.get("enable", False)'),
+    "algorithm.filter_groups.metric": ("trainer/ppo/v1/trainer_base.py", 'filter_groups.get("metric", None)'),
+    "trainer.use_v1": ("trainer/main_ppo.py", "if config.trainer.use_v1:"),
+    "algorithm.filter_groups.max_num_gen_batches": ("trainer/ppo/v1/trainer_base.py", "is ignored by the built-in V1"),
+    "reward.reward_manager.name": ("trainer/ppo/reward.py", "get_reward_manager_cls(reward_manager_cfg.name)"),
+    "+reward.reward_kwargs.overlong_buffer_cfg.enable": (
+        "experimental/reward_loop/reward_manager/dapo.py",
+        "self.overlong_buffer_cfg.enable",
+    ),
+    "+reward.reward_kwargs.max_resp_len": (
+        "experimental/reward_loop/reward_manager/dapo.py",
+        '.get("max_resp_len", None)',
+    ),
+    "+reward.reward_kwargs.overlong_buffer_cfg.len": (
+        "experimental/reward_loop/reward_manager/dapo.py",
+        "self.overlong_buffer_cfg.len",
+    ),
+    f"{A}.ppo_mini_batch_size": ("trainer/ppo/v1/trainer_base.py", "actor_global_mini_batch_size = self.config."),
+    f"{A}.ppo_epochs": ("trainer/ppo/v1/trainer_base.py", '"epochs": self.config.actor_rollout_ref.actor.ppo_epochs'),
+    "algorithm.gamma": ("trainer/ppo/v1/trainer_base.py", "gamma=self.config.algorithm.gamma"),
+    "algorithm.lam": ("trainer/ppo/v1/trainer_base.py", "lam=self.config.algorithm.lam"),
+    "critic.cliprange_value": ("workers/utils/losses.py", "cliprange_value=config.cliprange_value"),
+    "critic.optim.lr": ("workers/config/optimizer.py", '"lr": config.lr'),
+    "trainer.critic_warmup": ("trainer/ppo/v1/trainer_base.py", "self.config.trainer.critic_warmup <= self."),
+    "trainer.total_epochs": ("trainer/ppo/v1/trainer_base.py", "current_epoch < self.config.trainer.total_epochs"),
+    "trainer.save_freq": ("trainer/ppo/v1/trainer_base.py", "self.config.trainer.save_freq > 0"),
+    "trainer.max_actor_ckpt_to_keep": ("trainer/ppo/v1/trainer_base.py", 'get("max_actor_ckpt_to_keep", None)'),
+    "trainer.resume_mode": ("trainer/ppo/v1/trainer_base.py", 'self.config.trainer.resume_mode == "auto"'),
+    "trainer.test_freq": ("trainer/ppo/v1/trainer_base.py", "self.config.trainer.test_freq > 0"),
+    f"{R}.val_kwargs.do_sample": ("utils/config.py", "config.actor_rollout_ref.rollout.val_kwargs.do_sample"),
+    f"{R}.val_kwargs.temperature": ("trainer/ppo/v1/agent_loop_tq.py", "config.val_kwargs.temperature"),
+    f"{R}.val_kwargs.n": ("trainer/ppo/v1/trainer_base.py", "self.config.actor_rollout_ref.rollout.val_kwargs.n"),
+    "trainer.logger": ("trainer/ppo/v1/trainer_base.py", "default_backend=self.config.trainer.logger"),
+    "trainer.log_val_generations": ("trainer/ppo/v1/trainer_base.py", "self.config.trainer.log_val_generations"),
+    "trainer.rollout_data_dir": ("trainer/ppo/v1/trainer_base.py", 'get("rollout_data_dir", None)'),
+    "reward.custom_reward_function.path": (
+        "experimental/reward_loop/reward_loop.py",
+        "self.config.reward.custom_reward_function.path",
+    ),
+    "reward.custom_reward_function.name": ("trainer/ppo/reward.py", 'config.reward.get("custom_reward_function")'),
+}
+"""Where verl 0.9.1 reads each key of ``SETTINGS``: (file under the verl package, a fragment of the reading line)."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One lab health metric as each engine logs it; an empty key: the engine does not log it."""
+
+    lab: str
+    trl: str
+    trl_means: str
+    verl: str
+    verl_means: str
+    verl_read: tuple[str, str] = ("", "")
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric(
+        "reward_mean",
+        "reward",
+        "mean of the summed (weighted) rewards over every completion of the rollout",
+        "critic/score/mean",
+        "mean of each sequence's score over the batch",
+        ("trainer/ppo/metric_utils.py", '"critic/score/mean": score_mean'),
+    ),
+    Metric(
+        "reward_std_within_group",
+        "",
+        "not logged: TRL's reward_std is the std over the whole batch (nanstd(rewards)), high even when every "
+        "group is all-right or all-wrong; the exported recipe logs health/reward_std_within_group",
+        "",
+        "not logged",
+    ),
+    Metric(
+        "zero_std_frac",
+        "frac_reward_zero_std",
+        "share of completions whose group's reward std is 0 (per group when scale_rewards is group or none; "
+        "for scale_rewards=batch it tests the batch std)",
+        "training/filter_groups/evicted_samples",
+        "with filter_groups on: completions evicted because their group's metric was all equal (a count)",
+        ("trainer/ppo/v1/replay_buffer.py", '/filter_groups/evicted_samples"] = len(dapo_uids)'),
+    ),
+    Metric(
+        "kl",
+        "kl",
+        "mean k3 per token (with use_bias_correction_kl, k3 times the ratio) over completion tokens, logged only "
+        "when beta != 0 (at 0 TRL loads no reference model)",
+        "actor/kl_loss",
+        "kl_loss_type's estimator aggregated with loss_agg_mode, logged only when use_kl_loss=true",
+        ("workers/utils/losses.py", 'metrics["kl_loss"] = Metric(value=kl_loss'),
+    ),
+    Metric(
+        "length_mean",
+        "completions/mean_length",
+        "mean completion length in tokens over the rollout",
+        "response_length/mean",
+        "mean response length over the batch",
+        ("trainer/ppo/metric_utils.py", '"response_length/mean": torch.mean(response_length)'),
+    ),
+    Metric(
+        "entropy",
+        "entropy",
+        "mean per-token entropy over completion tokens",
+        "actor/entropy",
+        "per-token entropy aggregated with loss_agg_mode",
+        ("trainer/ppo/v1/trainer_base.py", '"actor/entropy": entropy_agg.detach().item()'),
+    ),
+    Metric(
+        "clip_frac",
+        "clip_ratio/region_mean",
+        "share of completion tokens clipped at either bound (low_mean and high_mean split it)",
+        "actor/pg_clipfrac",
+        "share of tokens where the clipped term is the larger loss (vanilla loss)",
+        ("trainer/ppo/core_algos.py", '"actor/pg_clipfrac": pg_clipfrac.detach().item()'),
+    ),
+)
+"""The lab's health metrics and their counterparts in the engines' logs."""
+
+TRL_KL_ONLY_WITH_BETA = ("kl",)
+"""TRL keys of ``METRICS`` logged only when beta != 0 (trl/trainer/grpo_trainer.py: ``if self.beta != 0.0``)."""
+
+
+def setting(lab: str) -> Setting:
+    """The row of ``SETTINGS`` for lab knob ``lab``."""
+    for s in SETTINGS:
+        if s.lab == lab:
+            return s
+    raise ValueError(f"lab must be a knob of SETTINGS, got {lab!r}")
+
+
+def verl_keys() -> list[str]:
+    """Every verl key of ``SETTINGS``."""
+    return [k for s in SETTINGS for k in s.verl]
+
+
+# --- what an engine cannot run ------------------------------------------------------------------
+
+
+def gaps(algo: str | Algorithm, engine: str) -> list[str]:
+    """What of ``algo`` ``engine`` cannot run, one sentence each naming what to use instead; empty when nothing."""
+    check_choice("engine", engine, ENGINES)
+    a = as_algorithm(algo)
+    out = []
+    if a.advantage == "gfpo":
+        # A GRPOTrainer subclass would have to replace _generate_and_score_completions, a private method
+        # whose signature has changed between TRL releases; a recipe pinned to it would break silently.
+        out.append(
+            f"GFPO is in neither engine: TRL removed GFPOTrainer (huggingface/trl#6309) and verl {VERL_VERSION} "
+            "has no length filter on groups. Use the lab's trainer on one GPU (python -m grpo_lab train --algo gfpo "
+            "--task gsm8k --model NAME), or export dapo or dr_grpo, whose token-mean and length-unbiased losses "
+            "also curb length"
+        )
+    if engine == "verl":
+        if a.scale == "batch":
+            out.append("scale='batch' has no verl key (norm_adv_by_std_in_grpo divides by the group's std)")
+        return out
+    if a.advantage == "gae":
+        out.append(
+            "PPO with a critic is not in TRL: PPOTrainer was removed (huggingface/trl#7020) and GRPOTrainer has no "
+            "value model. Use --engine verl (algorithm.adv_estimator=gae with a critic)"
+        )
+    if a.dynamic_sampling:
+        out.append(
+            "DAPO's dynamic sampling (drop all-equal groups, sample more) is not in TRL's GRPOTrainer. Use --engine "
+            "verl (algorithm.filter_groups), or export DAPO without it: python -m grpo_lab export --algo dapo "
+            "--set dynamic_sampling=false --engine trl --out DIR"
+        )
+    if a.kl_in_reward:
+        out.append("KL folded into the reward is not in TRL's GRPOTrainer (only k3 KL in the loss). Use --engine verl")
+    elif a.beta > 0 and a.kl_kind != "k3":
+        out.append(f"TRL's GRPOTrainer has only the k3 KL, not {a.kl_kind}. Use --engine verl (kl_loss_type)")
+    if a.dual_clip is not None and a.dual_clip <= 1 + (a.clip_high if a.clip_high is not None else a.clip_low):
+        out.append(f"dual_clip {a.dual_clip} <= 1 + clip_high: TRL's delta then differs from a dual clip")
+    return out
+
+
+def refusal(algo: str | Algorithm, engine: str) -> str | None:
+    """Why ``engine`` cannot run ``algo`` and what to use instead (the first gap), or None when it can."""
+    found = gaps(algo, engine)
+    return found[0] if found else None

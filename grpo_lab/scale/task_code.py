@@ -1,0 +1,61 @@
+"""The lab's task code written into a recipe, so an exported script runs without grpo_lab installed."""
+
+from __future__ import annotations
+
+import inspect
+from importlib.resources import files
+
+from ..core.checks import check_choice
+from ..lab import tasks as t
+
+TASKS = ("gsm8k", "words", "sum3")
+
+ROWS = {
+    "sum3": 'rows = [{"prompt": sum3_prompt(*t), "answer": sum(t)} for t in _triples(split, n or 4096, 0)]',
+    "words": (
+        'ds = synthetic_word_problems(n or 4096, 0 if split == "train" else 1)\n'
+        '    rows = [{"prompt": p, "answer": a} for p, a in zip(ds["prompt"], ds["answer"])]'
+    ),
+    "gsm8k": (
+        "from datasets import load_dataset\n"
+        "    if data_dir:  # GSM8K's own files: one JSON object per line, question and answer\n"
+        '        ds = load_dataset("json", data_files=os.path.join(data_dir, f"{split}.jsonl"), split="train")\n'
+        "    else:\n"
+        '        ds = load_dataset("openai/gsm8k", "main", split=split)\n'
+        '    rows = [{"prompt": r["question"], "answer": int(r["answer"].rsplit("####", 1)[-1].strip().replace(",", ""))}\n'
+        "            for r in (ds if n is None else ds.select(range(min(n, len(ds)))))]"
+    ),
+}
+"""The body of a recipe's row builder per task: ``rows``, a list of {"prompt", "answer"}."""
+
+
+def task_source(task: str, with_data: bool = True) -> tuple[str, str]:
+    """The lab's own code for ``task`` (from grpo_lab/lab/tasks.py: the reward, and the prompts when ``with_data``)
+    and the reward's name."""
+    check_choice("task", task, TASKS)
+    reward = t.sum3_reward if task == "sum3" else t.gsm8k_reward
+    data = {"sum3": [t.sum3_prompt, t._triples], "words": [t.synthetic_word_problems], "gsm8k": []}[task]
+    graders = [t.last_number, t.check_answer] if task == "sum3" else [t.check_answer, t.read_number]
+    funcs = graders + [reward] + (data if with_data else [])
+    # What those functions read from the module: its imports and constants.
+    head = (
+        "import math\nimport numbers\nfrom fractions import Fraction\n\n"
+        f"MAX_ANSWER_DIGITS = {t.MAX_ANSWER_DIGITS!r}\n"
+        f"_NUMBER = re.compile({t._NUMBER.pattern!r})\n"
+        f"_FINAL_NUMBER = {t._FINAL_NUMBER!r}\n"
+        f"_AFTER_MARKER = re.compile({t._AFTER_MARKER.pattern!r})\n"
+        f"_ANY_NUMBER = re.compile({t._ANY_NUMBER.pattern!r})\n"
+        f"GSM8K_SYSTEM = {t.GSM8K_SYSTEM!r}\n\n\n"
+    )
+    return head + "\n\n".join(inspect.getsource(f) for f in funcs), reward.__name__
+
+
+def render(template: str, **values: object) -> str:
+    """The file ``templates/<template>.in`` with each ``@name@`` replaced by ``str(values[name])``."""
+    text = (files(__package__) / "templates" / f"{template}.in").read_text()
+    for name, value in values.items():
+        text = text.replace(f"@{name}@", str(value))
+    left = sorted({w for w in text.split("@")[1::2] if w.isidentifier()})
+    if left:
+        raise ValueError(f"template {template} has placeholders without a value: {left}")
+    return text
