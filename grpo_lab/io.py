@@ -84,7 +84,7 @@ def check_output_file(path: str | Path, what: str = "--json") -> None:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{what} {path} is a folder; give a file name")
-    check_writable_folder(path.parent, what, path)
+    check_writable_folder(path.parent, what, path, keep=False)
     if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f"{what} {path} exists and cannot be written (permission denied)")
 
@@ -97,13 +97,16 @@ def check_output_folder(path: str | Path, what: str = "--out") -> None:
     check_writable_folder(path, what, path)
 
 
-def check_writable_folder(folder: Path, what: str, target: Path) -> None:
-    """Create ``folder`` and test-write (and flush) a block in it; one ``ValueError`` naming ``what`` if it fails."""
+def check_writable_folder(folder: Path, what: str, target: Path, keep: bool = True) -> None:
+    """Create ``folder`` and test-write (and flush) a block in it; one ``ValueError`` naming ``what`` if it
+    fails. Without ``keep`` the folders it had to create are removed again (the writer makes them)."""
+    missing = []
     for above in (folder, *folder.parents):
         if above.exists():
             if not above.is_dir():
                 raise ValueError(f"{what} {target} cannot be written: {above} is a file, not a folder")
             break
+        missing.append(above)
     probe = folder / f".write-test-{os.getpid()}-{secrets.token_hex(4)}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -117,6 +120,8 @@ def check_writable_folder(folder: Path, what: str, target: Path) -> None:
     finally:
         try:
             probe.unlink(missing_ok=True)
+            for made in [] if keep else missing:  # deepest first
+                made.rmdir()
         except OSError:
             pass
 
