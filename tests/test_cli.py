@@ -229,7 +229,7 @@ def test_resume_refuses_each_flag_it_would_ignore_by_name(flag, capsys, no_train
 
 
 def test_resume_of_a_missing_or_damaged_checkpoint_is_one_line(tmp_path, capsys):
-    argv = ["train", "--resume", str(tmp_path / "nothing"), "--steps", "1", "--quiet", "--json", str(tmp_path / "r.json")]
+    argv = ["train", "--resume", str(tmp_path / "nothing"), "--steps", "1", "--quiet", "--json", str(tmp_path / "j")]
     assert call(argv) == 2
     one_error_line(capsys, "no trainer_state.pt")
 

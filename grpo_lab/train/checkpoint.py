@@ -18,6 +18,7 @@ import secrets
 import shutil
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -61,7 +62,7 @@ def policy_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
-def tokenizer_digest(tokenizer) -> str:
+def tokenizer_digest(tokenizer: Any) -> str:
     """SHA-256 of what maps text to token ids: the tokenizer's whole definition (vocabulary, merges,
     normaliser) where it is a fast one, else its vocabulary, plus its special tokens and chat template."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -117,8 +118,9 @@ def check_checkpoint_target(
 # --- save -----------------------------------------------------------------------------------------------
 
 
-def save_checkpoint(trainer, path: str | Path) -> Path:
-    """Save ``trainer`` to the folder ``path`` (see the module's docstring); returns ``path``."""
+def save_checkpoint(trainer: Any, path: str | Path) -> Path:
+    """Save ``trainer`` (a ``Trainer``, typed loosely since trainer.py imports this module) to the folder
+    ``path`` (see the module's docstring); returns ``path``."""
     path = Path(path)
     real = Path(os.path.realpath(path))
     own = trainer.__dict__.setdefault("_own_checkpoints", set())
@@ -191,7 +193,9 @@ def _remove_temporaries(real: Path) -> None:
 # --- resume ---------------------------------------------------------------------------------------------
 
 
-def load_checkpoint(trainer_cls, config_cls, path: str | Path, task=None, device: str | None = None):
+def load_checkpoint(
+    trainer_cls: type, config_cls: type, path: str | Path, task: Any = None, device: str | None = None
+) -> Any:
     """A ``trainer_cls`` that continues the run saved at ``path`` as if it had never stopped; ``device``
     replaces the saved one (a run saved on a GPU continues on a CPU). A checkpoint that is damaged, mixed
     from two saves, holds more than plain data or was made with an algorithm that now means something
