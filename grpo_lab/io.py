@@ -163,6 +163,8 @@ def folder_lock(target: str | Path, what: str) -> Iterator[None]:
 
 def check_not_locked(target: str | Path, what: str) -> None:
     """Refuse, before any work, a ``target`` that another process is writing (holds its lock)."""
+    if not lock_file(Path(target)).exists():  # never locked: a check leaves no lock file behind
+        return
     with folder_lock(target, what):
         pass
 

@@ -112,7 +112,7 @@ def check_checkpoint_target(
             )
         check_writable_folder(real, what, path)  # the folder itself: read-only, immutable, full
     check_writable_folder(real.parent, what, path)
-    check_not_locked(real, what)
+    check_not_locked(path, what)
 
 
 # --- save -----------------------------------------------------------------------------------------------
