@@ -20,11 +20,15 @@ Kill points, 34 in all, each followed by a resume checked against the run left a
 Random instants come from a seeded generator, spread over the time one run takes here. Each
 faulted run is a ``fork`` of the test process (imports and the model already warm), so a kill
 point costs a fraction of a second of training, the resume, and at most 3 steps; there are 4
-more runs (the reference, a timing run and the two counting runs). The whole file, damaged
-checkpoints included, ran in 24 s (pytest's own count; 32 s with the interpreter's start) on the
-lab's 2-core CPU, measured once while the machine was otherwise idle.
+more runs (the reference, a timing run and the two counting runs). The kill and interrupt cases
+and the damaged checkpoints ran in 24 s (pytest's own count; 32 s with the interpreter's start) on
+the lab's 2-core CPU, measured once while the machine was otherwise idle.
 
-Also here: checkpoints damaged or mixed in each way a resume must refuse with one line.
+Also here: checkpoints damaged, mixed or unsafe (a pickle payload) in each way a resume must refuse
+with one line; and the save target, checked before any work (a link, a folder that cannot be
+written, files that are not the checkpoint's, another run's checkpoint, a second writer, --json
+inside it), a save that fails on a full disk (the last checkpoint kept, the summary written), and
+the signals that stop a run (SIGTERM in the final evaluation, SIGHUP).
 """
 
 from __future__ import annotations
