@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from grpo_lab.cli.main import main
-from grpo_lab.train.trainer import save_json
+from grpo_lab.io import save_json
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_TRAIN = ["train", "--algo", "grpo", "--steps", "1", "--prompts", "2", "--group-size", "2",
@@ -156,7 +156,7 @@ def no_training(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("training started before the bad input was refused")
 
-    monkeypatch.setattr(trainer_mod, "run", refuse)
+    monkeypatch.setattr(trainer_mod.Trainer, "__init__", refuse)
     monkeypatch.setattr(trainer_mod.Trainer, "resume", classmethod(lambda cls, *a, **k: refuse()))
 
 
@@ -229,7 +229,8 @@ def test_resume_refuses_each_flag_it_would_ignore_by_name(flag, capsys, no_train
 
 
 def test_resume_of_a_missing_or_damaged_checkpoint_is_one_line(tmp_path, capsys):
-    assert call(["train", "--resume", str(tmp_path / "nothing"), "--steps", "1", "--quiet"]) == 2
+    argv = ["train", "--resume", str(tmp_path / "nothing"), "--steps", "1", "--quiet", "--json", str(tmp_path / "j")]
+    assert call(argv) == 2
     one_error_line(capsys, "no trainer_state.pt")
 
 

@@ -7,7 +7,8 @@ import pytest
 
 from grpo_lab.course import profile as course
 from grpo_lab.study import histories
-from grpo_lab.train.trainer import TrainConfig, run
+from grpo_lab.train.run import run
+from grpo_lab.train.trainer import TrainConfig
 
 # What the notebooks read from a history file (see notebooks 01 and 03).
 SUMMARY_KEYS = {

@@ -20,11 +20,15 @@ Kill points, 34 in all, each followed by a resume checked against the run left a
 Random instants come from a seeded generator, spread over the time one run takes here. Each
 faulted run is a ``fork`` of the test process (imports and the model already warm), so a kill
 point costs a fraction of a second of training, the resume, and at most 3 steps; there are 4
-more runs (the reference, a timing run and the two counting runs). The whole file, damaged
-checkpoints included, ran in 24 s (pytest's own count; 32 s with the interpreter's start) on the
-lab's 2-core CPU, measured once while the machine was otherwise idle.
+more runs (the reference, a timing run and the two counting runs). The kill and interrupt cases
+and the damaged checkpoints ran in 24 s (pytest's own count; 32 s with the interpreter's start) on
+the lab's 2-core CPU, measured once while the machine was otherwise idle.
 
-Also here: checkpoints damaged or mixed in each way a resume must refuse with one line.
+Also here: checkpoints damaged, mixed or unsafe (a pickle payload) in each way a resume must refuse
+with one line; and the save target, checked before any work (a link, a folder that cannot be
+written, files that are not the checkpoint's, another run's checkpoint, a second writer, --json
+inside it), a save that fails on a full disk (the last checkpoint kept, the summary written), and
+the signals that stop a run (SIGTERM in the final evaluation, SIGHUP).
 """
 
 from __future__ import annotations
@@ -42,10 +46,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import grpo_lab.train.trainer as trainer_mod
+import grpo_lab.io as io_mod
 from grpo_lab.cli.main import main
 from grpo_lab.lab.tasks import get_task
-from grpo_lab.train.trainer import TrainConfig, Trainer, policy_digest
+from grpo_lab.train.checkpoint import policy_digest
+from grpo_lab.train.trainer import TrainConfig, Trainer
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the fault suite forks the test process")
 
@@ -176,13 +181,13 @@ def save_points(kill_at: int | None, counter_file: Path | None = None, swap: boo
             return wrapped
 
         Trainer.save = save
-        trainer_mod.os.fsync = point(os.fsync, "fsync")
-        trainer_mod.os.rename = point(os.rename, "rename")
-        trainer_mod.os.replace = point(os.replace, "replace")
-        trainer_mod.shutil.rmtree = point(shutil.rmtree, "rmtree")
-        trainer_mod.torch.save = point(torch.save, "torch.save")
-        exchange = trainer_mod._exchange
-        trainer_mod._exchange = point(exchange if swap else (lambda a, b: False), "exchange")
+        os.fsync = point(os.fsync, "fsync")
+        os.rename = point(os.rename, "rename")
+        os.replace = point(os.replace, "replace")
+        shutil.rmtree = point(shutil.rmtree, "rmtree")
+        torch.save = point(torch.save, "torch.save")
+        exchange = io_mod.exchange
+        io_mod.exchange = point(exchange if swap else (lambda a, b: False), "exchange")
 
     return install
 
@@ -404,6 +409,331 @@ def test_a_checkpoint_without_a_digest_is_refused(two_checkpoints, tmp_path):
 def test_the_command_line_refuses_a_damaged_checkpoint_with_one_line(two_checkpoints, tmp_path, capsys):
     ckpts, _ = two_checkpoints
     bad = damaged_copy(ckpts["grpo"], tmp_path / "bad", _truncate("trainer_state.pt", 0.3))
-    assert main(["train", "--resume", str(bad), "--steps", "1", "--quiet"]) == 2
+    assert main(["train", "--resume", str(bad), "--steps", "1", "--quiet", "--save", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "trainer_state.pt cannot be read" in err[0] and str(bad) in err[0], err
+
+
+def test_a_tokenizer_other_than_the_saved_one_is_refused(two_checkpoints, tmp_path):
+    from grpo_lab.lab.models import build_char_tokenizer, load_policy
+
+    ckpts, task = two_checkpoints
+
+    def reorder(folder: Path):  # the same characters in another order: same size, other ids
+        _, tok = load_policy(str(folder / "policy"), "cpu")
+        vocab = tok.get_vocab()
+        chars = "".join(sorted((k for k in vocab if len(k) == 1), key=lambda c: vocab[c]))
+        build_char_tokenizer(chars[::-1]).save_pretrained(folder / "policy")
+
+    with pytest.raises(ValueError, match="the tokenizer in policy/ does not match") as info:
+        Trainer.resume(damaged_copy(ckpts["grpo"], tmp_path / "tok", reorder), task=task)
+    assert "\n" not in str(info.value)
+
+
+class _Payload:
+    """Unpickling this runs a command that writes a file: what a malicious checkpoint would do."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"echo ran > {self.marker}",))
+
+
+def test_a_checkpoint_carrying_a_pickle_payload_is_refused_and_runs_nothing(two_checkpoints, tmp_path, capsys):
+    ckpts, task = two_checkpoints
+    marker = tmp_path / "PWNED.txt"
+    # the payload really runs when unpickled the unsafe way (else this test would prove nothing)
+    torch.save({"x": _Payload(marker)}, tmp_path / "probe.pt")
+    torch.load(tmp_path / "probe.pt", weights_only=False)
+    assert marker.exists()
+    marker.unlink()
+
+    def plant(folder: Path):
+        state = torch.load(folder / "trainer_state.pt", weights_only=True)
+        state["history"].append(_Payload(marker))
+        torch.save(state, folder / "trainer_state.pt")
+
+    evil = damaged_copy(ckpts["grpo"], tmp_path / "evil", plant)
+    with pytest.raises(ValueError, match="objects other than plain data") as info:
+        Trainer.resume(evil, task=task)
+    assert "\n" not in str(info.value) and "weights_only" not in str(info.value)
+    assert main(["train", "--resume", str(evil), "--steps", "1", "--quiet", "--save", str(evil)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "plain data" in err[0], err
+    assert not marker.exists()
+
+
+def test_a_trainer_state_missing_an_entry_is_refused_naming_the_file_and_the_entry(two_checkpoints, tmp_path):
+    ckpts, task = two_checkpoints
+
+    def drop(folder: Path):
+        state = torch.load(folder / "trainer_state.pt", weights_only=True)
+        del state["sample_gen"]
+        torch.save(state, folder / "trainer_state.pt")
+
+    with pytest.raises(ValueError, match=r"trainer_state.pt has no entry 'sample_gen'") as info:
+        Trainer.resume(damaged_copy(ckpts["grpo"], tmp_path / "nokey", drop), task=task)
+    assert "\n" not in str(info.value)
+
+
+def test_a_checkpoint_saved_on_a_gpu_continues_on_the_device_asked_for(two_checkpoints, tmp_path, capsys):
+    ckpts, task = two_checkpoints
+
+    def on_cuda(folder: Path):  # what a run started with --device cuda saves
+        state = torch.load(folder / "trainer_state.pt", weights_only=True)
+        state["config"]["device"] = "cuda"
+        torch.save(state, folder / "trainer_state.pt")
+
+    gpu = damaged_copy(ckpts["grpo"], tmp_path / "gpu", on_cuda)
+    t = Trainer.resume(gpu, task=task, device="cpu")
+    assert t.device.type == "cpu" and t.cfg.device == "cpu" and t.step == 1
+    argv = ["train", "--resume", str(gpu), "--steps", "1", "--quiet", "--save", str(gpu), "--device", "cpu"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert Trainer.resume(gpu, task=task).step == 2
+
+
+# --------------------------------------------------------------------------------------------
+# The save target, checked before any work: links, permissions, other files, other runs, other writers
+# --------------------------------------------------------------------------------------------
+
+TINY = ["train", "--algo", "grpo", "--steps", "1", "--prompts", "2", "--group-size", "2", "--max-new-tokens", "8",
+        "--n-eval", "2", "--quiet"]  # fmt: skip
+
+
+@pytest.fixture
+def no_run(monkeypatch):
+    """Fails the test if a trainer is built: the refusal under test must come before any work."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a run started before the bad save target was refused")
+
+    monkeypatch.setattr(Trainer, "__init__", refuse)
+
+
+def one_line(capsys, *needles: str) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    for n in needles:
+        assert n in err[0], (n, err[0])
+    return err[0]
+
+
+def test_files_kept_in_a_checkpoint_folder_are_never_deleted(two_checkpoints, tmp_path, capsys):
+    ckpts, task = two_checkpoints
+    t = Trainer.resume(damaged_copy(ckpts["grpo"], tmp_path / "ck", lambda f: None), task=task)
+    (tmp_path / "ck" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"not part of a checkpoint \(notes.txt\)"):
+        t.save(tmp_path / "ck")
+    ck = str(tmp_path / "ck")
+    assert main(["train", "--resume", ck, "--steps", "1", "--quiet", "--save", ck]) == 2
+    one_line(capsys, "notes.txt", "move them out")
+    assert (tmp_path / "ck" / "notes.txt").read_text() == "mine"
+
+
+def test_a_save_through_a_symbolic_link_replaces_the_folder_it_points_to(two_checkpoints, tmp_path):
+    ckpts, task = two_checkpoints
+    real = damaged_copy(ckpts["grpo"], tmp_path / "run3", lambda f: None)
+    link = tmp_path / "latest"
+    link.symlink_to(real, target_is_directory=True)
+    t = Trainer.resume(link, task=task)
+    t.train(1, progress=False)
+    t.save(link)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert Trainer.resume(real, task=task).step == 2
+    assert main(["train", "--resume", str(link), "--steps", "1", "--quiet", "--save", str(link)]) == 0
+    assert link.is_symlink() and Trainer.resume(real, task=task).step == 3
+
+
+def test_saving_a_new_run_over_another_runs_checkpoint_is_refused(two_checkpoints, tmp_path, capsys, no_run):
+    ckpts, task = two_checkpoints
+    other = damaged_copy(ckpts["ppo"], tmp_path / "other", lambda f: None)
+    assert main(TINY + ["--save", str(other)]) == 2
+    one_line(capsys, "--save", "holds the checkpoint of another run")
+    assert main(["train", "--resume", str(ckpts["grpo"]), "--steps", "1", "--quiet", "--save", str(other)]) == 2
+    one_line(capsys, "another run")
+
+
+def test_a_new_trainer_does_not_save_over_another_trainers_checkpoint(two_checkpoints, tmp_path, tiny_policy):
+    import copy
+
+    ckpts, task = two_checkpoints
+    other = damaged_copy(ckpts["ppo"], tmp_path / "other", lambda f: None)
+    model, tok = tiny_policy
+    t = Trainer(TrainConfig(prompts_per_step=2, group_size=2, max_new_tokens=8), model=copy.deepcopy(model),
+                tokenizer=tok, task=task)  # fmt: skip
+    with pytest.raises(ValueError, match="another run"):
+        t.save(other)
+    t.save(tmp_path / "mine")
+    t.save(tmp_path / "mine")  # its own checkpoint: replaced
+    assert Trainer.resume(other, task=task).cfg.algo == "ppo"
+
+
+def test_a_checkpoint_folder_that_cannot_be_written_is_refused_before_any_work(
+    two_checkpoints, tmp_path, capsys, monkeypatch, no_run
+):
+    ckpts, _ = two_checkpoints
+    frozen = damaged_copy(ckpts["grpo"], tmp_path / "frozen", lambda f: None)
+    real_open = open
+
+    def open_(file, *args, **kwargs):  # what chmod 555 (for a user) or chattr +i (for anyone) does
+        if Path(file).parent == frozen:
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(io_mod, "open", open_, raising=False)
+    argv = ["train", "--resume", str(frozen), "--steps", "1", "--quiet", "--save", str(frozen)]
+    assert main(argv + ["--json", str(tmp_path / "r.json")]) == 2
+    one_line(capsys, "--save", "cannot be written: Permission denied", "frozen")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+def test_a_read_only_checkpoint_folder_is_refused_for_an_ordinary_user(two_checkpoints, tmp_path):
+    import subprocess
+
+    ckpts, _ = two_checkpoints
+    ro = damaged_copy(ckpts["grpo"], tmp_path / "ro", lambda f: None)
+    ro.chmod(0o555)
+    drop = "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search"
+    code = "import os, sys; from grpo_lab.train.checkpoint import check_checkpoint_target as c; c(sys.argv[1])"
+    try:
+        out = subprocess.run(["setpriv", *drop, sys.executable, "-c", code, str(ro)], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})  # fmt: skip
+    finally:
+        ro.chmod(0o755)
+    assert "cannot be written: Permission denied" in out.stderr, out.stderr
+
+
+def test_a_second_writer_on_one_save_folder_is_refused_with_one_line(tmp_path, capsys, no_run):
+    import fcntl
+
+    ckpt = tmp_path / "ckpt"
+    held = tmp_path / ".ckpt.lock"  # another run holds the folder's lock (a separate open file: as another process)
+    fd = os.open(held, os.O_RDWR | os.O_CREAT)
+    os.write(fd, b"4242\n")
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        assert main(TINY + ["--save", str(ckpt)]) == 2
+        one_line(capsys, "--save", "being written by another run (process 4242)")
+    finally:
+        os.close(fd)
+    assert not ckpt.exists()
+
+
+@pytest.mark.parametrize("inside", ["", "trainer_state.pt", "policy/x.json"], ids=["same", "state", "deeper"])
+def test_a_json_summary_inside_the_save_folder_is_refused_before_any_work(tmp_path, capsys, no_run, inside):
+    ckpt = tmp_path / "ck"
+    assert main(TINY + ["--save", str(ckpt), "--json", str(ckpt / inside) if inside else str(ckpt)]) == 2
+    one_line(capsys, "--json", "inside the checkpoint folder --save")
+
+
+def test_resume_without_save_or_json_is_refused_rather_than_thrown_away(two_checkpoints, capsys, no_run):
+    ckpts, _ = two_checkpoints
+    assert main(["train", "--resume", str(ckpts["grpo"]), "--steps", "2", "--quiet"]) == 2
+    one_line(capsys, "keep nothing", f"--save {ckpts['grpo']}")
+
+
+TORCH_SAVE_TOO_BIG = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 8187136")
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), TORCH_SAVE_TOO_BIG],
+                         ids=["disk-full", "file-size-limit"])  # fmt: skip
+def test_a_save_that_cannot_be_written_keeps_the_last_checkpoint_and_writes_the_summary(
+    tmp_path, capsys, monkeypatch, failure
+):
+    real_save, calls = torch.save, []
+
+    def save(obj, f, *args, **kwargs):
+        calls.append(f)
+        if len(calls) == 2:  # the second save's trainer state
+            raise failure
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save)
+    ckpt, out = tmp_path / "ck", tmp_path / "run.json"
+    argv = TINY[:4] + ["3"] + TINY[5:] + ["--save", str(ckpt), "--save-every", "1", "--json", str(out)]
+    assert main(argv) == 1
+    line = one_line(capsys, "trainer_state.pt", "failed", str(failure).split(":")[0][:20], "previous checkpoint")
+    assert "Traceback" not in line
+    summary = json.loads(out.read_text())
+    assert summary["steps"] == 2 and summary["stop_reason"].startswith("the save failed") and summary["after"] is None
+    monkeypatch.setattr(torch, "save", real_save)
+    assert Trainer.resume(ckpt).step == 1
+    assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
+
+
+def test_a_json_path_on_a_full_disk_is_refused_before_any_work(tmp_path, capsys, monkeypatch, no_run):
+    real_fsync = os.fsync
+
+    def fsync(fd):  # an empty file fits on a full disk; a block of data does not
+        if os.fstat(fd).st_size > 0:
+            raise OSError(28, "No space left on device")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(io_mod.os, "fsync", fsync)
+    assert main(TINY + ["--json", str(tmp_path / "r.json")]) == 2
+    one_line(capsys, "--json", "No space left on device")
+
+
+def test_sigterm_during_the_final_evaluation_stops_the_run(tmp_path, capsys, monkeypatch):
+    import grpo_lab.train.run as run_mod
+
+    real_evaluate, calls = run_mod.evaluate, []
+
+    def evaluate(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # the final evaluation: a scheduler's SIGTERM arrives in the middle of it
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+            raise AssertionError("the final evaluation went on after SIGTERM")
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(run_mod, "evaluate", evaluate)
+    out = tmp_path / "run.json"
+    assert main(TINY + ["--json", str(out), "--save", str(tmp_path / "ck")]) == 130
+    one_line(capsys, "interrupted", "stopped after step 1")
+    summary = json.loads(out.read_text())
+    assert summary["stop_reason"] == "interrupted" and summary["after"] is None and summary["steps"] == 1
+    assert Trainer.resume(tmp_path / "ck").step == 1
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this system")
+def test_sighup_stops_training_after_the_current_step_like_sigint(two_checkpoints, tmp_path):
+    ckpts, task = two_checkpoints
+    t = Trainer.resume(ckpts["grpo"], task=task)
+
+    def hang_up(m):
+        if m["step"] == 2:
+            os.kill(os.getpid(), signal.SIGHUP)
+
+    t.train(3, progress=False, callback=hang_up, checkpoint_dir=tmp_path / "ck")
+    assert t.step == 2 and t.stop_reason == "interrupted"
+    assert Trainer.resume(tmp_path / "ck", task=task).step == 2
+
+
+def test_removing_a_killed_saves_temporary_never_signals_a_process(two_checkpoints, tmp_path, monkeypatch):
+    """On Windows ``os.kill(pid, 0)`` terminates ``pid``: no save may call it to ask whether a process lives."""
+    import subprocess
+
+    ckpts, task = two_checkpoints
+    t = Trainer.resume(ckpts["grpo"], task=task)
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stale = tmp_path / f".ck.tmp-{victim.pid}-deadbeef"  # a save killed mid-write, its pid now reused
+        (stale / "policy").mkdir(parents=True)
+        kills, real_kill = [], os.kill
+
+        def windows_kill(pid, sig):  # Windows: any signal but CTRL_C/CTRL_BREAK is TerminateProcess
+            kills.append((pid, sig))
+            real_kill(pid, signal.SIGKILL)
+
+        monkeypatch.setattr(os, "kill", windows_kill)
+        try:
+            t.save(tmp_path / "ck")
+        finally:
+            monkeypatch.undo()
+        time.sleep(0.2)
+        assert kills == [] and victim.poll() is None and not stale.exists()
+    finally:
+        victim.kill()
+        victim.wait()

@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import grpo_lab.io as io_mod
+import grpo_lab.train.checkpoint as checkpoint_mod
 import grpo_lab.train.trainer as trainer_mod
 from grpo_lab.algorithms import PRESETS, Algorithm, get_algorithm
 from grpo_lab.lab.tasks import sum3_reward
@@ -686,13 +688,14 @@ def test_save_replaces_a_checkpoint_whole_and_leaves_no_temporary_folder(make_tr
     trainer.save(tmp_path / "ckpt")
     trainer.train(1, progress=False)
     trainer.save(tmp_path / "ckpt")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+    # beside the checkpoint only its lock file (empty but for the writer's pid), kept so that one file is the lock
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".ckpt.lock", "ckpt"]
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["policy", "trainer_state.pt"]
     resumed = Trainer.resume(tmp_path / "ckpt", task=small_task)
     assert resumed.step == 2
     state = torch.load(tmp_path / "ckpt" / "trainer_state.pt", weights_only=False)
     assert state["algorithm"] == {**state["algorithm"], "name": "grpo"}
-    assert state["step"] == 2 and state["policy_digest"] == trainer_mod.policy_digest(trainer.model)
+    assert state["step"] == 2 and state["policy_digest"] == checkpoint_mod.policy_digest(trainer.model)
 
 
 def test_save_removes_the_temporary_folder_of_a_save_killed_earlier(make_trainer, tmp_path):
@@ -724,7 +727,7 @@ def test_without_an_atomic_swap_a_kill_between_the_renames_is_recovered(
     trainer = make_trainer("grpo")
     trainer.train(1, progress=False)
     trainer.save(tmp_path / "ckpt")
-    monkeypatch.setattr(trainer_mod, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(io_mod, "exchange", lambda a, b: False)
     real_rename = os.rename
     calls = []
 
@@ -748,25 +751,25 @@ def test_policy_digest_changes_with_any_weight_and_survives_save_and_load(make_t
     from grpo_lab.lab.models import load_policy
 
     trainer = make_trainer("grpo")
-    d0 = trainer_mod.policy_digest(trainer.model)
+    d0 = checkpoint_mod.policy_digest(trainer.model)
     trainer.model.save_pretrained(tmp_path / "m")
     trainer.tokenizer.save_pretrained(tmp_path / "m")
-    assert trainer_mod.policy_digest(load_policy(str(tmp_path / "m"), "cpu")[0]) == d0
+    assert checkpoint_mod.policy_digest(load_policy(str(tmp_path / "m"), "cpu")[0]) == d0
     with torch.no_grad():
         next(trainer.model.parameters()).view(-1)[0] += 1e-6
-    assert trainer_mod.policy_digest(trainer.model) != d0
+    assert checkpoint_mod.policy_digest(trainer.model) != d0
 
 
 def test_save_json_leaves_the_previous_file_whole_when_writing_fails(tmp_path, monkeypatch):
     path = tmp_path / "run.json"
-    trainer_mod.save_json({"a": 1}, path)
+    io_mod.save_json({"a": 1}, path)
 
     def fail(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(trainer_mod.os, "replace", fail)
+    monkeypatch.setattr(io_mod.os, "replace", fail)
     with pytest.raises(OSError):
-        trainer_mod.save_json({"a": 2}, path)
+        io_mod.save_json({"a": 2}, path)
     assert json.loads(path.read_text()) == {"a": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
 

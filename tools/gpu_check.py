@@ -284,7 +284,7 @@ def check(
     parts = [result[k] for k in ("pretrain", "bench") if k in result]
     parts += list(result.get("train", {}).values()) + list(result.get("notebooks", {}).values())
     result["ok"] = all(x["ok"] for x in parts)
-    from grpo_lab.train.trainer import save_json
+    from grpo_lab.io import save_json
 
     save_json(result, out / "gpu_check.json")
     return result

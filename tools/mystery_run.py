@@ -15,9 +15,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from grpo_lab.io import save_json
 from grpo_lab.lab.metrics import evaluate
 from grpo_lab.lab.tasks import Task, get_task, sum3_features
-from grpo_lab.train.trainer import TrainConfig, Trainer, save_json
+from grpo_lab.train.trainer import TrainConfig, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from ..io import first_line
 from ..lab.memory import peak_rss_mb
 
 # The tested ranges, as requirements.txt pins them (a test checks the two agree).
@@ -142,7 +143,7 @@ def check_model() -> Check:
         return Check(
             "model",
             "FAIL",
-            f"tiny-sum3 does not load ({_one_line(err)}): restore it with "
+            f"tiny-sum3 does not load ({first_line(err)}): restore it with "
             "`git checkout assets/tiny-sum3`, or rebuild it with `python -m grpo_lab pretrain`",
         )
     result = evaluate(model, tokenizer, get_task("sum3"), n_prompts=N_PROMPTS, greedy=True)
@@ -362,11 +363,6 @@ def check_memory(free: int | None = None, peak: int | None = None) -> Check:
     return Check("memory", "ok", f"{gib:.1f} GiB free{used}")
 
 
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"
-
-
 CHECKS = (
     check_python,
     check_torch,
@@ -396,7 +392,7 @@ def run(checks: Iterable[Callable[[], Check]] = CHECKS, out: Callable[[str], obj
                 result = Check(
                     name.removeprefix("check_"),
                     "FAIL",
-                    f"{_one_line(err)}: {REINSTALL}; if it persists, send this output to whoever runs the course",
+                    f"{first_line(err)}: {REINSTALL}; if it persists, send this output to whoever runs the course",
                 )
         out(result.line())
         if result.status == "FAIL":

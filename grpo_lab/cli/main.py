@@ -400,13 +400,16 @@ def _refuse_unused_fields(algo_name: str, overrides: dict, flag: str = "--set") 
         raise ValueError(f"{flag} {name}={json.dumps(overrides[name])} has no effect with --algo {algo_name}: {why}")
 
 
-RESUME_OPTIONS = {"steps", "save", "save_every", "json", "quiet", "resume"}
+RESUME_OPTIONS = {"steps", "save", "save_every", "json", "quiet", "resume", "device"}
 """What ``train --resume`` reads; every other option is the saved run's own and cannot change."""
 
 
 def _train(args, argv: list[str]) -> int:
+    from ..io import check_output_file
     from ..lab.models import pick_device
-    from ..train.trainer import TrainConfig, Trainer, check_checkpoint_target, check_output_file, run, save_json
+    from ..train.checkpoint import check_checkpoint_target
+    from ..train.run import continue_run, train_and_evaluate
+    from ..train.trainer import TrainConfig
 
     if args.save_every is not None and not args.save:
         raise ValueError("--save-every needs --save DIR (where to save)")
@@ -421,18 +424,11 @@ def _train(args, argv: list[str]) -> int:
             names = ", ".join(_long_option("train", d) for d in ignored)
             raise ValueError(
                 f"{names} cannot be used with --resume: a resumed run continues with the settings it was "
-                "saved with; only --steps, --save, --save-every, --json and --quiet apply "
+                "saved with; only --steps, --save, --save-every, --json, --device and --quiet apply "
                 "(start a new run to change them)"
             )
-        trainer = Trainer.resume(args.resume)
-        trainer.train(args.steps, progress=not args.quiet, checkpoint_dir=args.save, save_every=args.save_every)
-        summary = {
-            "algo": trainer.cfg.algo,
-            "steps": trainer.step,
-            "seed": trainer.cfg.seed,
-            "history": trainer.history,
-            "stop_reason": trainer.stop_reason,
-        }
+        device = args.device if "device" in _typed(argv, "train") else None
+        summary = continue_run(args.resume, args.steps, not args.quiet, args.save, args.save_every, args.json, device)
     else:
         _warn_lr(args, args.lr)
         cfg = TrainConfig(
@@ -453,13 +449,14 @@ def _train(args, argv: list[str]) -> int:
             algo_overrides=dict(args.overrides),
         )
         _refuse_unused_fields(cfg.algo, cfg.algo_overrides)
-        summary = run(
+        summary = train_and_evaluate(
             cfg,
             n_eval=args.n_eval,
             progress=not args.quiet,
             eval_every=args.eval_every,
             save_dir=args.save,
             save_every=args.save_every,
+            json_path=args.json,
         )
         if summary["stop_reason"] != "interrupted":
             b, a = summary["before"], summary["after"]
@@ -469,8 +466,6 @@ def _train(args, argv: list[str]) -> int:
                 f"{summary['train_seconds']:.0f} s of training"
                 + (f"; stopped: {summary['stop_reason']}" if summary["stop_reason"] else "")
             )
-    if args.json:
-        save_json(summary, args.json)
     if summary["stop_reason"] == "interrupted":
         kept = [f"checkpoint saved to {args.save}"] if args.save else []
         kept += [f"summary written to {args.json}"] if args.json else []
@@ -485,10 +480,10 @@ def _train(args, argv: list[str]) -> int:
 
 
 def _eval(args) -> int:
+    from ..io import check_output_file, save_json
     from ..lab.metrics import evaluate
     from ..lab.models import load_policy, set_threads
     from ..lab.tasks import get_task
-    from ..train.trainer import check_output_file, save_json
 
     if args.json:
         check_output_file(args.json, "--json")
@@ -528,8 +523,9 @@ def _eval(args) -> int:
 
 def _compare(args) -> int:
     from ..algorithms import get_algorithm
+    from ..io import check_output_folder, save_json
     from ..study.experiments import DEFAULT_SECONDS, compare
-    from ..train.trainer import check_output_folder, save_json, unused_fields
+    from ..train.trainer import unused_fields
 
     overrides = dict(args.overrides)
     for a in args.algos:  # each run would refuse a bad --set: say so once, before the first run
@@ -564,9 +560,10 @@ def _compare(args) -> int:
 
 
 def _paired(args) -> int:
+    from ..io import check_output_file, save_json
     from ..lab.models import pick_device
     from ..study.experiments import format_paired_summary, paired_updates
-    from ..train.trainer import TrainConfig, check_output_file, save_json
+    from ..train.trainer import TrainConfig
 
     field, values = args.vary
     arms = {f"{field}={json.dumps(v)}": {field: v} for v in values}
@@ -596,9 +593,9 @@ def _paired(args) -> int:
 
 
 def _pretrain(args) -> int:
+    from ..io import check_output_folder
     from ..lab.models import TINY_MODEL_DIR
     from ..lab.pretrain import GPU_MODEL_DIR, pretrain
-    from ..train.trainer import check_output_folder
 
     out = args.out or (GPU_MODEL_DIR if args.size == "gpu" else TINY_MODEL_DIR)
     check_output_folder(out, "--out")
@@ -629,7 +626,8 @@ def _pretrain(args) -> int:
 
 def _bench(args) -> int:
     from ..bench.runner import PARTS, BenchConfig, format_table, run_bench
-    from ..train.trainer import TrainConfig, check_output_file, save_json
+    from ..io import check_output_file, save_json
+    from ..train.trainer import TrainConfig
 
     if args.json:
         check_output_file(args.json, "--json")

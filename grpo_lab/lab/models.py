@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..io import first_line
+
 if TYPE_CHECKING:
     from transformers import LlamaConfig, PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
@@ -184,7 +186,7 @@ def load_policy(
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except Exception as err:  # hub unreachable, unknown name, missing or damaged tokenizer files
-        raise ValueError(f"model {name_or_path!r}: could not load its tokenizer ({_first_line(err)})") from None
+        raise ValueError(f"model {name_or_path!r}: could not load its tokenizer ({first_line(err)})") from None
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -194,17 +196,12 @@ def load_policy(
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(dev)
     except Exception as err:  # damaged weights, a config no causal LM reads, out of memory on the device
-        raise ValueError(f"model {name_or_path!r}: could not load its weights ({_first_line(err)})") from None
+        raise ValueError(f"model {name_or_path!r}: could not load its weights ({first_line(err)})") from None
     finally:
         if bars_were_on:
             hf_logging.enable_progress_bar()
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
-
-
-def _first_line(err: BaseException) -> str:
-    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-    return f"{type(err).__name__}: {lines[0][:300]}" if lines else type(err).__name__
 
 
 def count_parameters(model: torch.nn.Module) -> int:

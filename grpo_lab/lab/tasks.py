@@ -28,6 +28,8 @@ from fractions import Fraction
 
 from datasets import Dataset
 
+from ..io import first_line
+
 SUM3_CHARS = "0123456789+=,."
 MAX_FILLER = 8
 FORMATS = ("direct", "short", "verbose")
@@ -259,10 +261,9 @@ def gsm8k_dataset(split: str = "train", n: int | None = None) -> Dataset:
     try:
         ds = load_dataset("openai/gsm8k", "main", split=split)
     except Exception as err:  # offline, no cache, hub down: each raises its own type
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise ValueError(
             f"task 'gsm8k' needs the Hugging Face hub (dataset openai/gsm8k) or its local cache, and could not "
-            f"load it ({type(err).__name__}: {first}); use task 'words' (made offline) instead"
+            f"load it ({first_line(err)}); use task 'words' (made offline) instead"
         ) from None
     ds = ds.map(
         lambda r: {"prompt": r["question"], "answer": int(r["answer"].rsplit("####", 1)[-1].strip().replace(",", ""))}

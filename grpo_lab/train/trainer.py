@@ -11,23 +11,12 @@ that act on it. The batch types are described in ``batch.py``.
 from __future__ import annotations
 
 import copy
-import ctypes
-import errno
-import hashlib
-import json
 import math
-import os
 import random
-import secrets
-import shutil
-import signal
-import sys
-import threading
 import time
 import warnings
-from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -39,19 +28,20 @@ from ..core.checks import check_positive_int
 from ..core.kl import kl_estimate
 from ..core.losses import POLICY_LOSS_STATS, masked_mean, policy_loss, value_loss
 from ..core.rewards import soft_overlong_penalty
+from ..io import stop_on_signal
+from ..io import take_stop_request as _take_stop_request
 from ..lab.memory import peak_memory_mb
-from ..lab.metrics import evaluate
-from ..lab.models import check_model_folder, load_policy, set_threads
+from ..lab.models import load_policy, set_threads
 from ..lab.rollout import Rollout, encode_prompts, sample_group, token_logps
 from ..lab.tasks import Task, get_task, score_completions
 from .batch import Advantages, Batch, Sampled, UpdateBatch, check_batch_shape
+from .checkpoint import load_checkpoint, save_checkpoint
 from .critic import ValueModel
 from .estimators import ADVANTAGE_ESTIMATORS
 
 __all__ = [  # the names other modules and notebooks import from here, some defined elsewhere
     "ADVANTAGE_ESTIMATORS", "Advantages", "Batch", "MAX_SEED", "Sampled", "TrainConfig", "Trainer", "UpdateBatch",
-    "ValueModel", "check_checkpoint_target", "check_output_file", "check_output_folder", "peak_memory_mb",
-    "policy_digest", "run", "save_json", "stop_on_signal", "unused_fields",
+    "ValueModel", "peak_memory_mb", "unused_fields",
 ]  # fmt: skip
 
 MAX_SEED = 2**32 - 1
@@ -607,423 +597,16 @@ class Trainer:
     # --- save and resume -------------------------------------------------------------------
 
     def save(self, path: str | Path) -> Path:
-        """Everything needed to continue exactly: weights, optimiser, critic, RNG states, history.
-
-        Atomic: written into a temporary folder beside ``path``, flushed to disk, then renamed over
-        it, so at every instant ``path`` holds either the previous checkpoint or this one, whole,
-        whenever the process is killed. The trainer state records the step, the algorithm and a
-        digest of the policy weights, which ``resume`` checks.
-        """
-        path = Path(path)
-        check_checkpoint_target(path, "path")
-        broken = [n for n, p in self.model.named_parameters() if not bool(torch.isfinite(p).all())]
-        if broken:  # keep the last good checkpoint rather than replace it with a wrecked policy
-            raise ValueError(
-                f"the policy's weights hold NaN or infinity ({broken[0]}), so they were not saved over {path}: "
-                "most often a learning rate (lr) far too large"
-            )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _recover_checkpoint(path)
-        _remove_stale_temporaries(path)
-        tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-        tmp.mkdir()
-        try:
-            self.model.save_pretrained(tmp / "policy")
-            self.tokenizer.save_pretrained(tmp / "policy")
-            state = {
-                "format": CHECKPOINT_FORMAT,
-                "config": asdict(self.cfg),
-                "algorithm": asdict(self.algo),
-                "policy_digest": policy_digest(self.model),
-                "step": self.step,
-                "history": self.history,
-                "skipped_steps": self.skipped_steps,
-                "samples_generated": self.samples_generated,
-                "seen_difficulty": self.seen_difficulty,
-                "opt": self.opt.state_dict(),
-                "prompt_rng": self.prompt_rng.getstate(),
-                "sample_gen": self.sample_gen.get_state(),
-                "ref": self.ref.state_dict() if self.ref is not None else None,
-                "critic": self.critic.state_dict() if self.critic is not None else None,
-                "critic_opt": self.critic_opt.state_dict() if self.critic_opt is not None else None,
-                "stop_reason": self.stop_reason,
-            }
-            torch.save(state, tmp / "trainer_state.pt")
-            _fsync_tree(tmp)
-            _replace_folder(tmp, path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return path
+        """Everything needed to continue exactly (weights, tokenizer, optimiser, critic, RNG states,
+        history) to the folder ``path``, whole or not at all (``checkpoint.save_checkpoint``)."""
+        return save_checkpoint(self, path)
 
     @classmethod
-    def resume(cls, path: str | Path, task: Task | None = None) -> "Trainer":
-        """A trainer that continues a saved run as if it had never stopped.
-
-        A checkpoint that is damaged, mixed from two saves (its weights do not match the digest in
-        its trainer state) or made with an algorithm that now means something else is refused with
-        a ``ValueError`` of one line.
-        """
-        path = Path(path)
-        _recover_checkpoint(path)
-        if not (path / "trainer_state.pt").exists():
-            raise ValueError(f"path must be a folder written by Trainer.save, got {path} (no trainer_state.pt)")
-        try:
-            state = torch.load(path / "trainer_state.pt", weights_only=False)
-        except Exception as err:  # truncated, not a torch file, written by another program
-            raise ValueError(
-                f"checkpoint {path}: trainer_state.pt cannot be read ({_first_line(err)}); it is damaged, "
-                "resume from another checkpoint"
-            ) from None
-        if not isinstance(state, dict) or "config" not in state:
-            raise ValueError(f"checkpoint {path}: trainer_state.pt is not a trainer state written by Trainer.save")
-        if state.get("format") != CHECKPOINT_FORMAT or not state.get("policy_digest"):
-            raise ValueError(
-                f"checkpoint {path} was written by an older grpo_lab, without a digest of its policy "
-                "weights, so it cannot be checked; start a new run"
-            )
-        try:
-            cfg = TrainConfig(**state["config"])
-        except TypeError as err:
-            raise ValueError(f"checkpoint {path}: its config does not fit this grpo_lab ({err})") from None
-        if asdict(cfg.algorithm()) != state["algorithm"]:
-            now = asdict(cfg.algorithm())
-            diff = {k: (state["algorithm"].get(k), now.get(k)) for k in now if state["algorithm"].get(k) != now.get(k)}
-            raise ValueError(
-                f"checkpoint {path}: algorithm {cfg.algo!r} now differs from the one it was saved with "
-                f"(field: (saved, now) {diff}), so it cannot continue exactly; start a new run"
-            )
-        try:
-            check_model_folder(path / "policy")  # a folder, never a hub name, whatever its path looks like
-            model, tokenizer = load_policy(str((path / "policy").resolve()), cfg.device)
-        except ValueError as err:
-            raise ValueError(f"checkpoint {path}: {err}") from None
-        if policy_digest(model) != state["policy_digest"]:
-            raise ValueError(
-                f"checkpoint {path}: the policy weights in policy/ do not match its trainer state "
-                f"(step {state['step']}, algo {cfg.algo}): the folder mixes files from two saves; "
-                "resume from a checkpoint written whole by Trainer.save"
-            )
-        t = cls(cfg, model=model, tokenizer=tokenizer, task=task)
-        if state["ref"] is not None:
-            t.ref.load_state_dict(state["ref"])
-        t.opt.load_state_dict(state["opt"])
-        if state["critic"] is not None:
-            t.critic.load_state_dict(state["critic"])
-            t.critic_opt.load_state_dict(state["critic_opt"])
-        t.step, t.history = state["step"], state["history"]
-        t.skipped_steps, t.samples_generated = state["skipped_steps"], state["samples_generated"]
-        t.seen_difficulty, t.stop_reason = state["seen_difficulty"], state["stop_reason"]
-        t.prompt_rng.setstate(state["prompt_rng"])
-        t.sample_gen.set_state(state["sample_gen"])
-        return t
-
-
-def run(
-    cfg: TrainConfig,
-    n_eval: int = 1000,
-    progress: bool = True,
-    eval_every: int | None = None,
-    save_dir: str | Path | None = None,
-    save_every: int | None = None,
-) -> dict:
-    """Train with ``cfg`` and return the command line's summary: before/after held-out greedy
-    accuracy and mean length, wall time, peak memory and the per-step history. With ``save_dir``
-    the run is saved there when it stops (at the end, on ``kl_stop``, on Ctrl-C) and every
-    ``save_every`` steps, ready for ``Trainer.resume``; the folder is checked before the first step.
-
-    Ctrl-C (SIGINT) or SIGTERM stops the run after the current step: ``stop_reason`` is
-    "interrupted" and ``after`` is None (no final evaluation)."""
-    if save_dir is not None:
-        check_checkpoint_target(save_dir, "save_dir")
-    with stop_on_signal():
-        trainer = Trainer(cfg)
-        ev = dict(n_prompts=n_eval, greedy=True, max_new_tokens=cfg.max_new_tokens, system=cfg.system_prompt)
-        task_eval = trainer.task
-        before = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
-        evals = []
-        t0 = time.perf_counter()
-        if eval_every:
-            done = 0
-            while done < cfg.steps and (trainer.stop_reason is None):
-                n = min(eval_every, cfg.steps - done)
-                trainer.train(n, progress=progress, checkpoint_dir=save_dir, save_every=save_every)
-                done += n
-                if trainer.stop_reason == "interrupted":
-                    break
-                e = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
-                evals.append(
-                    {
-                        "step": trainer.step,
-                        "wall_seconds": trainer.history[-1]["wall_seconds"],
-                        "accuracy": e["accuracy"],
-                        "mean_length": e["length_mean"],
-                    }
-                )
-        else:
-            trainer.train(progress=progress, checkpoint_dir=save_dir, save_every=save_every)
-        wall = time.perf_counter() - t0
-        after = None
-        if trainer.stop_reason != "interrupted":
-            a = evaluate(trainer.model, trainer.tokenizer, task_eval, **ev)
-            after = {"accuracy": a["accuracy"], "mean_length": a["length_mean"], "n": a["n_prompts"]}
-    return {
-        "algo": cfg.algo,
-        "steps": trainer.step,
-        "seed": cfg.seed,
-        "wall_seconds": round(wall, 2),
-        "train_seconds": round(trainer.history[-1]["wall_seconds"], 2) if trainer.history else 0.0,
-        "before": {"accuracy": before["accuracy"], "mean_length": before["length_mean"], "n": before["n_prompts"]},
-        "after": after,
-        "evals": evals,
-        "peak_memory_mb": round(peak_memory_mb(trainer.device), 1),
-        "skipped_updates": trainer.skipped_steps,
-        "stop_reason": trainer.stop_reason,
-        "config": asdict(cfg),
-        "algorithm": asdict(trainer.algo),
-        "history": trainer.history,
-    }
-
-
-def _plain(obj):
-    """JSON-safe copy: NaN and infinity become null (strict JSON has neither)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, (str, int, bool)) or obj is None:
-        return obj
-    return str(obj)
-
-
-def save_json(obj: object, path: str | Path) -> None:
-    """Write ``obj`` as strict JSON, atomically: a kill mid-write leaves the previous file whole."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_plain(obj), indent=1, allow_nan=False) + "\n"
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        with open(tmp, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-# --- clean stops, whole checkpoints, output paths checked up front ------------------------------
-
-CHECKPOINT_FORMAT = 2
-"""Version of ``trainer_state.pt``: 2 added the algorithm and the policy digest (checked on resume)."""
-
-_stop_request: dict = {"signal": None, "depth": 0}  # signals reach the process, not one trainer
-
-
-@contextmanager
-def stop_on_signal() -> Iterator[None]:
-    """While inside: the first SIGINT (Ctrl-C) or SIGTERM asks the run to stop after its current
-    step (``_take_stop_request``); a second one raises ``KeyboardInterrupt`` at once. Nests; a no-op
-    outside the main thread, where Python cannot install signal handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        if _stop_request["signal"] is not None:
-            raise KeyboardInterrupt
-        _stop_request["signal"] = signum
-
-    # A signal the parent set to be ignored (a job started with & or nohup) stays ignored.
-    previous = {
-        sig: signal.signal(sig, handler)
-        for sig in (signal.SIGINT, signal.SIGTERM)
-        if signal.getsignal(sig) is not signal.SIG_IGN
-    }
-    _stop_request["depth"] += 1
-    try:
-        yield
-    finally:
-        _stop_request["depth"] -= 1
-        if _stop_request["depth"] == 0:
-            _stop_request["signal"] = None  # nobody is left to act on it
-        for sig, h in previous.items():
-            signal.signal(sig, h)
-
-
-def _take_stop_request() -> bool:
-    """True (once) when a stop signal has arrived since the last call."""
-    if _stop_request["signal"] is None:
-        return False
-    _stop_request["signal"] = None
-    return True
-
-
-def policy_digest(model: torch.nn.Module) -> str:
-    """SHA-256 of the model's weights (names, dtypes, shapes and bytes): what ``resume`` checks the
-    policy folder against."""
-    h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
-        t = t.detach().to("cpu").contiguous()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy())
-    return h.hexdigest()
-
-
-def check_checkpoint_target(path: str | Path, what: str = "--save") -> None:
-    """Refuse, before any training, a checkpoint folder that cannot be written or must not be
-    replaced: a file, a folder holding something else than a checkpoint, a place we cannot write."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{what} {path} is a file; give a folder for the checkpoint")
-    if path.is_dir() and any(path.iterdir()) and not (path / "trainer_state.pt").exists():
-        raise ValueError(
-            f"{what} {path} is a folder with other files in it (no trainer_state.pt), which saving "
-            "would replace; give a new or empty folder"
-        )
-    _check_writable_folder(path.parent, what, path)
-
-
-def check_output_file(path: str | Path, what: str = "--json") -> None:
-    """Refuse, before any work, an output file that cannot be written (a folder, under a file, read-only)."""
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{what} {path} is a folder; give a file name")
-    _check_writable_folder(path.parent, what, path)
-    if path.exists() and not os.access(path, os.W_OK):
-        raise ValueError(f"{what} {path} exists and cannot be written (permission denied)")
-
-
-def check_output_folder(path: str | Path, what: str = "--out") -> None:
-    """Create the output folder ``path`` and test-write a file in it, before any work."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{what} {path} is a file; give a folder")
-    _check_writable_folder(path, what, path)
-
-
-def _check_writable_folder(folder: Path, what: str, target: Path) -> None:
-    for above in (folder, *folder.parents):
-        if above.exists():
-            if not above.is_dir():
-                raise ValueError(f"{what} {target} cannot be written: {above} is a file, not a folder")
-            break
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test-{os.getpid()}-{secrets.token_hex(4)}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        reason = err.strerror or type(err).__name__
-        raise ValueError(f"{what} {target} cannot be written: {reason} (in {folder})") from None
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # Windows cannot open a folder; its renames are flushed by the file system
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(folder: Path) -> None:
-    """Flush every file under ``folder``, then the folders themselves, to the disk."""
-    for root, dirs, files in os.walk(folder):
-        for name in files:
-            with open(os.path.join(root, name), "rb") as fh:
-                os.fsync(fh.fileno())
-    for root, dirs, files in os.walk(folder, topdown=False):
-        _fsync_dir(Path(root))
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):  # a C library without renameat2 (glibc < 2.28, musl)
-        return False
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    at_fdcwd, rename_exchange = -100, 2
-    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # a file system that cannot exchange
-        return False
-    raise OSError(err, os.strerror(err), str(b))
-
-
-def _replace_folder(new: Path, path: Path) -> None:
-    """Put the folder ``new`` at ``path``, replacing what is there, so that ``path`` is never half written.
-
-    An absent or empty ``path`` is replaced by one rename. An existing checkpoint is swapped with
-    ``new`` in one step where the system can (Linux), then deleted. Elsewhere it is first renamed
-    aside to ``.NAME.old-*``; a kill between the two renames leaves it there, whole, and the next
-    ``save`` or ``resume`` puts it back (``_recover_checkpoint``).
-    """
-    try:
-        os.rename(new, path)
-    except OSError as err:
-        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.EACCES, errno.EPERM):
-            raise
-        if _exchange(new, path):
-            _fsync_dir(path.parent)
-            shutil.rmtree(new)  # the previous checkpoint, now at the temporary name
-            return
-        old = path.parent / f".{path.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
-        os.rename(path, old)
-        os.rename(new, path)
-        _fsync_dir(path.parent)
-        shutil.rmtree(old)
-    _fsync_dir(path.parent)
-
-
-def _recover_checkpoint(path: Path) -> None:
-    """Where a save was killed between its two renames (systems without an atomic swap), the previous
-    checkpoint waits beside ``path`` as ``.NAME.old-*``: put it back."""
-    if path.exists() or not path.parent.is_dir():
-        return
-    olds = sorted(path.parent.glob(f".{path.name}.old-*"), key=lambda p: p.stat().st_mtime)
-    if olds and (olds[-1] / "trainer_state.pt").exists():
-        os.rename(olds[-1], path)
-        _fsync_dir(path.parent)
-
-
-def _remove_stale_temporaries(path: Path) -> None:
-    """Delete the temporary folders of saves to ``path`` whose process is gone (killed mid-save)."""
-    for tmp in path.parent.glob(f".{path.name}.tmp-*"):
-        try:
-            pid = int(tmp.name.rsplit(".tmp-", 1)[1].split("-")[0])
-        except ValueError:
-            continue
-        if pid != os.getpid() and _alive(pid):
-            continue
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # it exists, owned by someone else
-    return True
-
-
-def _first_line(err: BaseException) -> str:
-    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-    return f"{type(err).__name__}: {lines[0][:300]}" if lines else type(err).__name__
+    def resume(cls, path: str | Path, task: Task | None = None, device: str | None = None) -> "Trainer":
+        """A trainer that continues a saved run as if it had never stopped, on ``device`` if given
+        (default: the saved one). A damaged, mixed or unsafe checkpoint is refused with a ``ValueError``
+        of one line (``checkpoint.load_checkpoint``)."""
+        return load_checkpoint(cls, TrainConfig, path, task=task, device=device)
 
 
 # Algorithm fields the trainer reads only under a condition: a field set where its condition does not
