@@ -56,7 +56,7 @@ def train_and_evaluate(
             "before": {"accuracy": before["accuracy"], "mean_length": before["length_mean"], "n": before["n_prompts"]},
             "after": after,
             "evals": evals,
-            "peak_memory_mb": round(peak_memory_mb(trainer.device), 1),
+            "peak_memory_mb": None if (peak := peak_memory_mb(trainer.device)) is None else round(peak, 1),
             "skipped_updates": trainer.skipped_steps,
             "stop_reason": _stop_reason(trainer, failed),
             "config": asdict(cfg),
