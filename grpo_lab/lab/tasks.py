@@ -25,8 +25,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Literal, get_args
 
 from datasets import Dataset
+
+from ..core.checks import check_choice
 
 SUM3_CHARS = "0123456789+=,."
 MAX_FILLER = 8
@@ -283,8 +286,18 @@ class Task:
     features: object = None  # optional (completion: str) -> dict[str, float], tracked for right and wrong answers
 
 
-def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int = 1024) -> Task:
+TaskName = Literal["sum3", "words", "gsm8k"]
+TASKS: tuple[str, ...] = get_args(TaskName)
+"""The tasks by name: the one list the trainer, the command line's choices and the docs read."""
+CHAT_TASKS = ("words", "gsm8k")
+"""Tasks whose prompts go through the tokenizer's chat template (they need an instruct model)."""
+N_TEST = 1024
+"""Held-out prompts ``get_task`` builds by default (what a training run evaluates on at most)."""
+
+
+def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int = N_TEST) -> Task:
     """The named task: ``sum3`` (the lab's), ``words`` (GSM8K-shaped, offline) or ``gsm8k`` (hub)."""
+    check_choice("task", name, TASKS)
     if name == "sum3":
         return Task(
             "sum3",
@@ -299,8 +312,7 @@ def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int
             synthetic_word_problems(n_train, seed),
             synthetic_word_problems(n_test, seed + 1),
             gsm8k_reward,
-            chat=True,
+            chat=True,  # one of CHAT_TASKS
         )
-    if name == "gsm8k":
-        return Task("gsm8k", gsm8k_dataset("train", n_train), gsm8k_dataset("test", n_test), gsm8k_reward, chat=True)
-    raise ValueError(f"task must be one of 'sum3', 'words', 'gsm8k'; got {name!r}")
+    train, test = gsm8k_dataset("train", n_train), gsm8k_dataset("test", n_test)
+    return Task("gsm8k", train, test, gsm8k_reward, chat=True)  # one of CHAT_TASKS
