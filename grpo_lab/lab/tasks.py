@@ -25,11 +25,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, get_args
-
-from datasets import Dataset
+from typing import TYPE_CHECKING, Literal, get_args
 
 from ..core.checks import check_choice
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 SUM3_CHARS = "0123456789+=,."
 MAX_FILLER = 8
@@ -83,6 +84,8 @@ def sum3_dataset(split: str = "train", n: int = 2048, seed: int = 0) -> Dataset:
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     rows = _triples(split, n, seed)
+    from datasets import Dataset  # pandas and pyarrow: seconds, so not at the command line's start-up
+
     return Dataset.from_dict(
         {
             "prompt": [sum3_prompt(*t) for t in rows],
@@ -252,6 +255,8 @@ def synthetic_word_problems(n: int = 256, seed: int = 0) -> Dataset:
             f"How many {what} does {who} have?"
         )
         answers.append(total)
+    from datasets import Dataset  # pandas and pyarrow: seconds, so not at the command line's start-up
+
     return Dataset.from_dict({"prompt": prompts, "answer": answers})
 
 
