@@ -478,3 +478,81 @@ def test_the_generated_flags_are_the_documented_ones():
         assert flag in flags, flag
     task = next(a for a in train._actions if "--task" in a.option_strings)
     assert tuple(task.choices) == ("sum3", "words", "gsm8k")
+
+
+# --------------------------------------------------------------------------------------------
+# pretrain: no stray warning, an unreached target said, nothing half-written
+# --------------------------------------------------------------------------------------------
+
+TINY_PRETRAIN = ["pretrain", "--hidden", "16", "--layers", "1", "--heads", "1", "--ffn", "16", "--batch-size", "4",
+                 "--max-steps", "2", "--eval-from", "1", "--eval-every", "1", "--n-eval", "4", "--quiet"]  # fmt: skip
+
+
+def test_pretrain_says_when_the_target_was_not_reached_and_warns_nothing(tmp_path, capsys):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # torch's "Converting a tensor with requires_grad=True"
+        assert call(TINY_PRETRAIN + ["--out", str(tmp_path / "m"), "--target-accuracy", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "did NOT reach the target 1 in 2 steps" in captured.out, captured.out
+    assert "Warning" not in captured.err, captured.err
+    assert json.loads((tmp_path / "m" / "pretrain_summary.json").read_text())["reached_target"] is False
+
+
+def test_pretrain_that_cannot_write_leaves_the_old_model_and_says_one_line(tmp_path, capsys, monkeypatch):
+    from transformers import LlamaForCausalLM
+
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / "model.safetensors").write_bytes(b"the old model")
+
+    def disk_full(self, folder, **kwargs):
+        Path(folder, "model.safetensors").write_bytes(b"half")
+        raise RuntimeError("Error while serializing: IoError(No space left on device)")  # as safetensors says it
+
+    monkeypatch.setattr(LlamaForCausalLM, "save_pretrained", disk_full)
+    assert call(TINY_PRETRAIN + ["--out", str(out)]) == 1
+    one_error_line(capsys, f"could not write the model to {out}", "No space left", "the folder is as it was")
+    assert (out / "model.safetensors").read_bytes() == b"the old model"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # no temporary folder left behind
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_pretrain_stopped_by_a_signal_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch, signum, code):
+    from grpo_lab.lab import pretrain
+
+    real = pretrain.evaluate
+
+    def evaluate_then_signal(*args, **kwargs):
+        result = real(*args, **kwargs)
+        os.kill(os.getpid(), signum)  # as `kill` or a closed terminal would, while pretraining
+        return result
+
+    monkeypatch.setattr(pretrain, "evaluate", evaluate_then_signal)
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
+    assert call(TINY_PRETRAIN + ["--out", str(tmp_path / "m")]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"python -m grpo_lab pretrain: interrupted: stopped by {signal.Signals(signum).name}; "
+        "nothing was written (the --out folder is as it was)"
+    ]
+    assert list((tmp_path / "m").iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == handlers
+
+
+def test_pretrain_signalled_while_saving_leaves_no_half_model(tmp_path, capsys, monkeypatch):
+    from transformers import PreTrainedTokenizerFast
+
+    real = PreTrainedTokenizerFast.save_pretrained
+
+    def save_then_sigterm(self, folder, *args, **kwargs):
+        files = real(self, folder, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)  # the weights are written, the summary not yet
+        return files
+
+    monkeypatch.setattr(PreTrainedTokenizerFast, "save_pretrained", save_then_sigterm)
+    out = tmp_path / "m"
+    assert call(TINY_PRETRAIN + ["--out", str(out)]) == 143
+    capsys.readouterr()
+    assert list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["m"]

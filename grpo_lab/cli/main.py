@@ -364,8 +364,9 @@ def _quiet() -> None:
     datasets.disable_progress_bars()
 
 
-class Stopped(Exception):
-    """SIGTERM or SIGHUP arrived while a command that stops at once was running."""
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived while a command that stops at once was running (a BaseException, as
+    KeyboardInterrupt is, so that no `except Exception` on the way takes it for an error)."""
 
     def __init__(self, signum: int):
         super().__init__(signum)
