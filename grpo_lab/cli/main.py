@@ -23,7 +23,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import MISSING, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from typing import Literal, NoReturn, get_args, get_origin, get_type_hints
 
 import torch
@@ -123,15 +123,17 @@ def _add_config_flags(parser: argparse.ArgumentParser, names: tuple[str, ...]) -
         kind, args = hints[f.name], get_args(hints[f.name])
         if type(None) in args:  # X | None: the flag takes an X
             kind = next(a for a in args if a is not type(None))
-        kwargs: dict = {"dest": f.name, "default": argparse.SUPPRESS}
+        flag = _flag(f.name)
+        kwargs: dict = {"dest": f.name, "default": argparse.SUPPRESS, "metavar": flag[2:].upper().replace("-", "_")}
         if get_origin(kind) is Literal:
+            del kwargs["metavar"]
             kwargs["choices"] = get_args(kind)
         elif kind is int:
             kwargs["type"] = _seed if f.name == "seed" else _positive_int
         elif kind is float:
             kwargs["type"] = _positive_float
         default = "" if f.default in (MISSING, None) or f.name == "task" else f" (default: {f.default})"
-        parser.add_argument(_flag(f.name), help=f.metadata["help"] + default, **kwargs)
+        parser.add_argument(flag, help=f.metadata["help"] + default, **kwargs)
 
 
 def _given(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
@@ -683,20 +685,16 @@ def _doctor(args) -> int:
     return run()
 
 
+@dataclass(frozen=True)
 class Command:
     """A subcommand: its flags, what it does, what to lower when it runs out of memory, and what is left
     on disk when a signal stops it at once."""
 
-    def __init__(
-        self,
-        help: str,
-        add_arguments: Callable[[argparse.ArgumentParser], None],
-        run: Callable[[argparse.Namespace], int],
-        memory_knobs: str = "the batch sizes",
-        on_interrupt: str = "a checkpoint already on disk is whole, nothing else was written",
-    ):
-        self.help, self.add_arguments, self.run = help, add_arguments, run
-        self.memory_knobs, self.on_interrupt = memory_knobs, on_interrupt
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    memory_knobs: str = "the batch sizes"
+    on_interrupt: str = "a checkpoint already on disk is whole, nothing else was written"
 
 
 COMMANDS: dict[str, Command] = {
