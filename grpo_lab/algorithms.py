@@ -15,89 +15,157 @@ where they do not (e.g. learning rates, and G and k scaled down with the batch).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from collections.abc import Callable, Collection
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from .core.advantages import GFPO_METRICS, SCALES
-from .core.checks import check_choice
+from .core.checks import check_choice, check_number, check_positive_int
 from .core.kl import KL_KINDS
 from .core.losses import AGGREGATIONS, RATIO_LEVELS
+
+AlgoName = Literal["grpo", "ppo", "dr_grpo", "dapo", "gspo", "gfpo"]
+AdvantageKind = Literal["group", "gae", "gfpo"]
+# The core formulas name their own choices; a Literal of their tuple keeps one list for both.
+Scale = Literal[SCALES]
+RatioLevel = Literal[RATIO_LEVELS]
+Aggregation = Literal[AGGREGATIONS]
+KlKind = Literal[KL_KINDS]
+GfpoMetric = Literal[GFPO_METRICS]
+
+MAX_COUNT = 2**31 - 1
+"""The largest count a field takes (a 32-bit int: torch and the samplers read counts as such)."""
+
+STAGES = ("sampling", "reward", "advantages", "update", "critic")
+"""Where in a step the trainer reads a field: what is sampled and kept, the reward, the advantages,
+the policy update, PPO's critic."""
+
+
+def _is_gae(a: Algorithm) -> bool:
+    return a.advantage == "gae"
+
+
+_CRITIC = (_is_gae, "only the critic uses it (advantage='gae', as in --algo ppo)")
+_GFPO = (lambda a: a.advantage == "gfpo", "only GFPO uses it (advantage='gfpo', as in --algo gfpo)")
+
+
+def _field(
+    default: Any,
+    stage: str,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    used_when: tuple[Callable[[Algorithm], bool], str] | None = None,
+) -> Any:
+    """A field with what the trainer does with it: ``stage`` (one of ``STAGES``), the range it must lie in
+    (``low``/``high``; ``low_open``: ``low`` itself excluded), and ``used_when``: ``(condition, why)``
+    when the trainer reads it only for some algorithms."""
+    assert stage in STAGES
+    return field(
+        default=default,
+        metadata={"stage": stage, "low": low, "high": high, "low_open": low_open, "used_when": used_when},
+    )
 
 
 @dataclass(frozen=True)
 class Algorithm:
-    """Everything that distinguishes one algorithm from another. Defaults are GRPO's."""
+    """Everything that distinguishes one algorithm from another. Defaults are GRPO's.
+
+    Every field is checked when an ``Algorithm`` is made (type, choice, range), so a bad value is refused
+    with one line before any work, never at the first update.
+    """
 
     name: str = "grpo"
+    """The preset this was made from; not a setting (``with_`` refuses to change it)."""
     # --- advantages ---
-    advantage: str = "group"
+    advantage: AdvantageKind = _field("group", "advantages")
     """'group' (GRPO family: (R - mean) / std per group), 'gae' (PPO: a critic and GAE), or 'gfpo'
     (group statistics over the retained responses only)."""
-    scale: str = "group"
+    scale: Scale = _field(
+        "group",
+        "advantages",
+        used_when=(lambda a: a.advantage == "group", "only group advantages use it (advantage='group')"),
+    )
     """std used by 'group' advantages: 'group', 'batch', or 'none' (Dr. GRPO: no division)."""
     # --- the policy loss ---
-    ratio_level: str = "token"
+    ratio_level: RatioLevel = _field("token", "update")
     """'token' (PPO/GRPO), 'sequence' (GSPO) or 'sequence_token' (GSPO-token)."""
-    aggregation: str = "seq_mean_token_mean"
+    aggregation: Aggregation = _field("seq_mean_token_mean", "update")
     """'seq_mean_token_mean' (GRPO), 'token_mean' (DAPO, GFPO), 'seq_mean_token_sum_norm' (Dr. GRPO)."""
-    clip_low: float = 0.2
-    clip_high: float | None = None
+    clip_low: float = _field(0.2, "update", low=0)
+    clip_high: float | None = _field(None, "update", low=0)
     """None: symmetric. DAPO's clip-higher uses 0.28; GSPO 4e-4 (with clip_low 3e-4)."""
-    dual_clip: float | None = None
+    dual_clip: float | None = _field(None, "update", low=1, low_open=True)
+    """Dual-clip PPO's c (> 1): a negative-advantage token's loss is capped at c times its advantage."""
     # --- KL to the reference ---
-    beta: float = 0.0
+    beta: float = _field(0.0, "update", low=0)
     """KL coefficient. GRPO's paper used 0.04; the lab defaults to 0, as DAPO, Dr. GRPO, GSPO and
     TRL's default do, and still *measures* KL every step."""
-    kl_kind: str = "k3"
-    kl_in_reward: bool = False
+    kl_kind: KlKind = _field(
+        "k3",
+        "update",
+        used_when=(
+            lambda a: a.beta > 0 and not a.kl_in_reward,
+            "only a KL term in the loss uses it (beta > 0 and kl_in_reward=false)",
+        ),
+    )
+    kl_in_reward: bool = _field(
+        False,
+        "reward",
+        used_when=(_is_gae, "only the critic's per-token reward uses it (advantage='gae', as in --algo ppo)"),
+    )
     """PPO/RLHF: fold -beta * k1 into the per-token reward instead of adding KL to the loss."""
-    entropy_coef: float = 0.0
+    entropy_coef: float = _field(0.0, "update", low=0)
+    """Weight of the entropy bonus (>= 0: a bonus, never a penalty)."""
     # --- sampling and filters ---
-    dynamic_sampling: bool = False
+    dynamic_sampling: bool = _field(False, "sampling")
     """DAPO: drop groups whose rewards are all equal and sample more until the batch is full."""
-    max_gen_batches: int = 4
+    max_gen_batches: int = _field(
+        4,
+        "sampling",
+        low=1,
+        used_when=(
+            lambda a: a.dynamic_sampling,
+            "only dynamic sampling uses it (dynamic_sampling=true, as in --algo dapo)",
+        ),
+    )
     """DAPO: give up refilling after this many generation rounds (train on what was kept)."""
-    overlong_filter: bool = False
+    overlong_filter: bool = _field(False, "sampling")
     """DAPO: mask the loss of truncated completions (off in DAPO's best runs; soft penalty instead)."""
-    overlong_penalty: bool = False
+    overlong_penalty: bool = _field(False, "reward")
     """DAPO eq. 13: add the soft overlong punishment to the reward."""
-    overlong_cache: int = 8
+    overlong_cache: int = _field(
+        8,
+        "reward",
+        low=1,
+        used_when=(
+            lambda a: a.overlong_penalty,
+            "only the overlong penalty uses it (overlong_penalty=true, as in --algo dapo)",
+        ),
+    )
     """L_cache: the penalty ramps from max_new_tokens - overlong_cache to max_new_tokens."""
-    gfpo_group_size: int | None = None
+    gfpo_group_size: int | None = _field(None, "sampling", low=2, used_when=_GFPO)
     """GFPO: how many to sample per prompt (G); the lab's group_size is then k, the number kept."""
-    gfpo_metric: str = "length"
-    gfpo_adaptive: bool = False
+    gfpo_metric: GfpoMetric = _field("length", "sampling", used_when=_GFPO)
+    gfpo_adaptive: bool = _field(False, "sampling", used_when=_GFPO)
     """GFPO Algorithm 2: k from the prompt's difficulty bucket instead of a fixed k."""
     # --- optimisation ---
-    minibatches: int = 1
+    minibatches: int = _field(1, "update", low=1)
     """Optimiser steps per rollout (the batch is split); > 1 makes later updates off-policy."""
-    epochs: int = 1
+    epochs: int = _field(1, "update", low=1)
     # --- critic (PPO only) ---
-    gamma: float = 1.0
-    lam: float = 0.95
-    vf_coef: float = 0.1
-    value_clip: float | None = 0.2
-    critic_lr: float = 1e-3
-    critic_warmup_steps: int = 0
+    gamma: float = _field(1.0, "advantages", low=0, high=1, used_when=_CRITIC)
+    lam: float = _field(0.95, "advantages", low=0, high=1, used_when=_CRITIC)
+    vf_coef: float = _field(0.1, "critic", low=0, used_when=_CRITIC)
+    value_clip: float | None = _field(0.2, "critic", low=0, low_open=True, used_when=_CRITIC)
+    critic_lr: float = _field(1e-3, "critic", low=0, low_open=True, used_when=_CRITIC)
+    critic_warmup_steps: int = _field(0, "critic", low=0, used_when=_CRITIC)
     """PPO: rollouts on which only the critic learns, so the first policy updates see sane values."""
 
     def __post_init__(self):
+        hints = _hints()
         for f in fields(self):  # types first, so a bad value gets a clear message, not a TypeError
-            _check_type(f.name, getattr(self, f.name), f.type)
-        check_choice("advantage", self.advantage, ("group", "gae", "gfpo"))
-        check_choice("scale", self.scale, SCALES)
-        check_choice("ratio_level", self.ratio_level, RATIO_LEVELS)
-        check_choice("aggregation", self.aggregation, AGGREGATIONS)
-        check_choice("kl_kind", self.kl_kind, KL_KINDS)
-        check_choice("gfpo_metric", self.gfpo_metric, GFPO_METRICS)
-        if self.clip_low < 0 or (self.clip_high is not None and self.clip_high < 0):
-            raise ValueError(f"clip_low and clip_high must be >= 0, got {self.clip_low} and {self.clip_high}")
-        if self.minibatches < 1 or self.epochs < 1:
-            raise ValueError(f"minibatches and epochs must be >= 1, got {self.minibatches} and {self.epochs}")
-        if self.beta < 0:
-            raise ValueError(f"beta must be >= 0, got {self.beta}")
-        if not self.critic_lr > 0:
-            raise ValueError(f"critic_lr must be > 0, got {self.critic_lr}")
+            check_field(f.name, getattr(self, f.name), hints[f.name], f.metadata)
         if self.advantage == "gfpo" and self.gfpo_group_size is None:
             raise ValueError("gfpo_group_size must be set when advantage='gfpo' (how many to sample per prompt)")
 
@@ -106,36 +174,78 @@ class Algorithm:
         base = asdict(PRESETS["grpo"])
         return {k: v for k, v in asdict(self).items() if k != "name" and v != base[k]}
 
-    def with_(self, **changes: Any) -> "Algorithm":
-        """A copy with some fields changed (unknown names raise ValueError)."""
-        known = {f.name for f in fields(self)}
+    def with_(self, **changes: Any) -> Algorithm:
+        """A copy with some fields changed (unknown names, and ``name``, raise ValueError)."""
+        known = set(SETTINGS)
+        if "name" in changes:
+            raise ValueError(
+                f"name is the preset's name, not a setting, got name={changes['name']!r}; "
+                "pick the preset itself (--algo) and change its fields"
+            )
         unknown = sorted(set(changes) - known)
         if unknown:
             raise ValueError(f"unknown Algorithm field(s) {unknown}; valid fields: {sorted(known)}")
         return replace(self, **changes)
 
 
-def _check_type(name: str, value, annotation: str) -> None:
-    optional = "None" in annotation
+def _hints() -> dict[str, Any]:
+    return get_type_hints(Algorithm)
+
+
+def check_field(name: str, value: object, annotation: Any, metadata: Any = None) -> None:
+    """``value`` fits the field ``name``: its type (``int``, ``float``, ``bool``, ``str``, a ``Literal``,
+    each maybe ``| None``) and its range from the field's metadata. One line naming it when it does not."""
+    args = get_args(annotation)
+    optional = type(None) in args
     if value is None:
         if not optional:
             raise ValueError(f"{name} must not be None")
         return
-    if annotation.startswith("bool"):
-        ok = isinstance(value, bool)
-    elif annotation.startswith("int"):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif annotation.startswith("float"):
-        ok = (
-            isinstance(value, (int, float))
-            and not isinstance(value, bool)
-            and value == value
-            and abs(value) != float("inf")
-        )
-    else:
-        ok = isinstance(value, str)
-    if not ok:
-        raise ValueError(f"{name} must be {annotation}, got {value!r}")
+    base = next((a for a in args if a is not type(None)), annotation) if optional else annotation
+    meta = metadata or {}
+    if get_origin(base) is Literal:
+        check_choice(name, value, get_args(base))
+    elif base is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, got {value!r}")
+    elif base is int:
+        low = meta.get("low")
+        check_positive_int(name, value, minimum=0 if low is None else int(low), maximum=MAX_COUNT)
+    elif base is float:
+        check_number(name, value, meta.get("low"), meta.get("high"), low_open=meta.get("low_open", False))
+    elif not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {value!r}")
+
+
+def choices(name: str) -> tuple[str, ...]:
+    """The values an ``Algorithm`` choice field takes, from its ``Literal`` type."""
+    return get_args(_hints()[name])
+
+
+SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(Algorithm) if f.name != "name")
+"""The fields ``with_``, ``--set`` and ``--vary`` may change."""
+
+
+def fields_of_stage(stage: str) -> tuple[str, ...]:
+    """The fields the trainer reads at ``stage`` (one of ``STAGES``)."""
+    check_choice("stage", stage, STAGES)
+    return tuple(f.name for f in fields(Algorithm) if f.metadata.get("stage") == stage)
+
+
+UPDATE_FIELDS = fields_of_stage("update")
+"""Fields that act only in the policy update: those a paired comparison may change between arms
+(a field that acts while the batch is collected would be silently shared by every arm)."""
+
+
+def unused_fields(algo: Algorithm, names: Collection[str]) -> dict[str, str]:
+    """Of the Algorithm field ``names``, those the trainer does not read for ``algo``, each with why: set
+    there, they would change nothing, so the command line refuses them rather than ignore them."""
+    out = {}
+    for f in fields(Algorithm):
+        used_when = f.metadata.get("used_when")
+        if f.name in names and used_when is not None and not used_when[0](algo):
+            out[f.name] = used_when[1]
+    return out
 
 
 GRPO = Algorithm()
@@ -186,7 +296,11 @@ PRESETS: dict[str, Algorithm] = {
 }
 
 
-def get_algorithm(name: str, **overrides: Any) -> Algorithm:
+if tuple(PRESETS) != get_args(AlgoName):
+    raise AssertionError(f"AlgoName must list the presets {tuple(PRESETS)}")
+
+
+def get_algorithm(name: str, /, **overrides: Any) -> Algorithm:
     """The preset ``name`` with ``overrides`` applied."""
-    check_choice("algo", name, PRESETS)
+    check_choice("algo", name, get_args(AlgoName))
     return PRESETS[name].with_(**overrides) if overrides else PRESETS[name]

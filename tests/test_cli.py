@@ -61,8 +61,11 @@ def test_train_writes_the_json_summary_prints_one_line_and_can_save(tmp_path, ca
     assert re.search(r"grpo: greedy accuracy \d\.\d{3} -> \d\.\d{3} on 4 held-out prompts", printed), printed
 
     resumed = tmp_path / "resumed.json"
-    assert call(["train", "--resume", str(tmp_path / "ckpt"), "--steps", "1", "--quiet", "--json", str(resumed)]) == 0
+    argv = ["train", "--resume", str(tmp_path / "ckpt"), "--steps", "1", "--n-eval", "4", "--quiet", "--json"]
+    assert call(argv + [str(resumed)]) == 0
     after = json.loads(resumed.read_text())
+    assert set(after) == set(summary)  # the same summary as a run: before/after evaluations, config, memory
+    check_summary(after, steps=2, n_eval=4)
     assert after["steps"] == 2
     assert [m["step"] for m in after["history"]] == [1, 2]
     assert after["history"][0] == summary["history"][0]
@@ -179,6 +182,15 @@ def no_training(monkeypatch):
         (["compare", "--algos", "grpo", "ppo", "--set", "critic_lr=0.0001"], ["critic_lr", "no effect on grpo"]),
         (["compare", "--algos", "ppo", "--set", "critic_lr=-1"], ["critic_lr must be > 0"]),
         (["paired", "--vary", "critic_lr=0.001,0.0001"], ["--vary critic_lr=0.001 has no effect"]),
+        (["train", "--algo", "ppo", "--set", "vf_coef=-1"], ["vf_coef must be >= 0, got -1"]),
+        (["train", "--algo", "ppo", "--set", "critic_warmup_steps=-5"], ["critic_warmup_steps", "[0, "]),
+        (["train", "--algo", "dapo", "--set", "max_gen_batches=0"], ["max_gen_batches", "[1, "]),
+        (["train", "--set", "dual_clip=1"], ["dual_clip must be > 1"]),
+        (["train", "--set", "minibatches=99999999999999999999"], ["minibatches", "[1, 2147483647]"]),
+        (["train", "--set", "name=dapo"], ["name is the preset's name, not a setting"]),
+        (["train", "--n-eval", "100000"], ["--n-eval 100000 is more than the 1024 held-out prompts"]),
+        (["pretrain", "--target-accuracy", "5"], ["--target-accuracy", "in (0, 1], got 5"]),
+        (["pretrain", "--target-accuracy", "0"], ["--target-accuracy", "in (0, 1], got 0"]),
     ],
     ids=lambda a: " ".join(a) if isinstance(a, list) and a and a[0] in ("train", "eval", "compare", "paired") else "",
 )
@@ -220,7 +232,8 @@ def test_output_paths_are_checked_before_the_first_step(tmp_path, capsys, no_tra
         one_error_line(capsys)
 
 
-@pytest.mark.parametrize("flag", [["--algo", "ppo"], ["--lr", "1e-3"], ["--seed", "1"], ["--prompts", "4"],
+@pytest.mark.parametrize("flag", [["--model", "x"], ["--task", "sum3"], ["--seconds", "5"],
+                                  ["--algo", "ppo"], ["--lr", "1e-3"], ["--seed", "1"], ["--prompts", "4"],
                                   ["--kl-stop", "0.1"], ["--lr", "1e-4"], ["--set", "beta=0.1"]])  # fmt: skip
 def test_resume_refuses_each_flag_it_would_ignore_by_name(flag, capsys, no_training, tmp_path):
     assert call(["train", "--resume", str(tmp_path), "--steps", "1", *flag]) == 2
@@ -243,19 +256,19 @@ def test_a_bad_model_folder_is_one_line(tmp_path, capsys):
         one_error_line(capsys, needle)
 
 
-def test_task_gsm8k_offline_is_one_line(monkeypatch, capsys):
+def test_task_gsm8k_offline_is_one_line(monkeypatch, capsys, tiny_qwen_dir):
     import datasets
 
     def offline(*args, **kwargs):
         raise ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub (LocalEntryNotFoundError)")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    assert call(["eval", "--task", "gsm8k", "--n", "2"]) == 2
+    assert call(["eval", "--model", str(tiny_qwen_dir), "--task", "gsm8k", "--n", "2"]) == 2
     one_error_line(capsys, "task 'gsm8k' needs the Hugging Face hub", "'words'")
 
 
 def test_an_absurd_learning_rate_is_warned_about_before_the_run(capsys, monkeypatch, tmp_path):
-    import grpo_lab.train.trainer as trainer_mod
+    import grpo_lab.train.run as run_mod
 
     started = []
 
@@ -263,7 +276,7 @@ def test_an_absurd_learning_rate_is_warned_about_before_the_run(capsys, monkeypa
         started.append(capsys.readouterr().err)
         raise ValueError("stop here")
 
-    monkeypatch.setattr(trainer_mod, "run", fake_run)
+    monkeypatch.setattr(run_mod, "train_and_evaluate", fake_run)
     for lr, word in (("1e30", "above"), ("1e-12", "below")):
         assert call(TINY_TRAIN + ["--lr", lr]) == 2
         warning = started[-1].strip().splitlines()
@@ -312,7 +325,7 @@ def test_quiet_silences_the_shard_writing_progress_bar(tmp_path, capsys):
 
 
 def test_compare_forwards_a_runs_one_line_error_not_its_traceback(tmp_path):
-    from grpo_lab.study.experiments import ChildRunFailed, _run
+    from grpo_lab.study.compare import ChildRunFailed, _run
 
     with pytest.raises(ChildRunFailed) as info:
         _run(
@@ -325,7 +338,7 @@ def test_compare_forwards_a_runs_one_line_error_not_its_traceback(tmp_path):
 
 
 def test_compare_prints_a_failed_runs_line_and_exits_with_its_status(tmp_path, capsys, monkeypatch):
-    from grpo_lab.study import experiments
+    from grpo_lab.study import compare as experiments
 
     def failing(cmd):
         raise experiments.ChildRunFailed(
@@ -367,7 +380,7 @@ def test_ctrl_c_while_the_command_is_still_starting_is_one_line_and_exit_130():
     ],
 )
 def test_compare_gives_every_algorithm_the_same_budget(tmp_path, monkeypatch, extra, seconds, steps):
-    from grpo_lab.study import experiments
+    from grpo_lab.study import compare as experiments
 
     commands = []
 
@@ -383,3 +396,175 @@ def test_compare_gives_every_algorithm_the_same_budget(tmp_path, monkeypatch, ex
     for cmd in commands:
         assert (cmd[cmd.index("--seconds") + 1] if "--seconds" in cmd else None) == seconds
         assert cmd[cmd.index("--steps") + 1] == steps
+
+
+# --------------------------------------------------------------------------------------------
+# The task a model gets, and models that cannot be trained
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_readmes_eval_of_the_shipped_folder_and_of_a_saved_policy_uses_sum3(tmp_path, capsys):
+    """``--model assets/tiny-sum3`` and ``--model run/policy`` are the lab's model: sum3, not words."""
+    assert call(["eval", "--model", str(REPO / "assets" / "tiny-sum3"), "--samples", "2", "--n", "4",
+                 "--max-new-tokens", "12"]) == 0  # fmt: skip
+    assert "on 4 held-out prompts" in capsys.readouterr().out
+    assert call(TINY_TRAIN + ["--save", str(tmp_path / "run")]) == 0
+    capsys.readouterr()
+    out = tmp_path / "next.json"
+    assert call(TINY_TRAIN + ["--model", str(tmp_path / "run" / "policy"), "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["config"]["task"] == "sum3"
+
+
+def test_a_chat_task_on_a_model_without_a_chat_template_names_task(tmp_path, capsys):
+    from grpo_lab.lab.models import build_char_tokenizer
+
+    folder = tmp_path / "plain"  # a tokenizer that is not the lab's and has no chat template
+    build_char_tokenizer("abcdefghij0123456789").save_pretrained(folder)
+    (folder / "config.json").write_text("{}")
+    for argv in (["eval", "--model", str(folder), "--n", "2"], TINY_TRAIN + ["--model", str(folder)]):
+        assert call(argv) == 2
+        line = one_error_line(capsys, "--task words", "--task sum3", "chat template")
+        assert "chat=True" not in line
+    assert call(["eval", "--task", "words", "--n", "2"]) == 2
+    one_error_line(capsys, "--task words wraps its prompts", "'tiny-sum3' has none")
+
+
+def test_a_model_that_is_not_causal_is_one_line(tmp_path, capsys):
+    from transformers import BertConfig, BertForMaskedLM
+
+    from grpo_lab.lab.models import build_char_tokenizer
+    from grpo_lab.lab.tasks import SUM3_CHARS
+
+    folder = tmp_path / "berttiny"
+    config = BertConfig(vocab_size=3 + len(SUM3_CHARS), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, pad_token_id=0)  # fmt: skip
+    BertForMaskedLM(config).save_pretrained(folder)
+    build_char_tokenizer(SUM3_CHARS).save_pretrained(folder)
+    capsys.readouterr()
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the library's own notes go to a stream an earlier test may have closed
+    try:
+        assert call(["eval", "--model", str(folder), "--task", "sum3", "--n", "4", "--samples", "2"]) == 2
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.strip().splitlines() if not ln.startswith("[transformers]")]  # the library's own note
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("python -m grpo_lab eval: error: ") and "is not a causal language model" in lines[0]
+    assert str(folder) in lines[0]
+
+
+def test_eval_refuses_more_prompts_than_the_task_holds(capsys, monkeypatch, tiny_qwen_dir):
+    from grpo_lab.lab import tasks
+
+    real = tasks.synthetic_word_problems
+    monkeypatch.setattr(tasks, "synthetic_word_problems", lambda n, seed: real(min(n, 3), seed))
+    assert call(["eval", "--model", str(tiny_qwen_dir), "--task", "words", "--n", "5"]) == 2
+    one_error_line(capsys, "--n 5 is more than the 3 held-out prompts of task words")
+
+
+def test_out_of_memory_is_one_line_naming_what_to_lower(capsys, monkeypatch):
+    from grpo_lab.lab import metrics
+
+    def oom(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:121] DefaultCPUAllocator: can't allocate memory: you "
+                           "tried to allocate 1228800000 bytes. Error code 12 (Cannot allocate memory)")  # fmt: skip
+
+    monkeypatch.setattr(metrics, "evaluate", oom)
+    assert call(["eval", "--n", "4", "--samples", "60000"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("python -m grpo_lab eval: error: out of memory"), err
+    assert "lower --samples, --n or --max-new-tokens" in err[0]
+
+
+def test_the_generated_flags_are_the_documented_ones():
+    from grpo_lab.cli.main import build_parser
+
+    train = build_parser()._subparsers._group_actions[0].choices["train"]
+    flags = {s for a in train._actions for s in a.option_strings}
+    for flag in ("--algo", "--model", "--task", "--steps", "--seed", "--prompts", "--group-size", "--max-new-tokens",
+                 "--temperature", "--lr", "--kl-stop", "--seconds", "--max-samples", "--device", "--json", "--n-eval",
+                 "--eval-every", "--save", "--save-every", "--resume", "--set", "--quiet"):  # fmt: skip
+        assert flag in flags, flag
+    task = next(a for a in train._actions if "--task" in a.option_strings)
+    assert tuple(task.choices) == ("sum3", "words", "gsm8k")
+
+
+# --------------------------------------------------------------------------------------------
+# pretrain: no stray warning, an unreached target said, nothing half-written
+# --------------------------------------------------------------------------------------------
+
+TINY_PRETRAIN = ["pretrain", "--hidden", "16", "--layers", "1", "--heads", "1", "--ffn", "16", "--batch-size", "4",
+                 "--max-steps", "2", "--eval-from", "1", "--eval-every", "1", "--n-eval", "4", "--quiet"]  # fmt: skip
+
+
+def test_pretrain_says_when_the_target_was_not_reached_and_warns_nothing(tmp_path, capsys):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # torch's "Converting a tensor with requires_grad=True"
+        assert call(TINY_PRETRAIN + ["--out", str(tmp_path / "m"), "--target-accuracy", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "did NOT reach the target 1 in 2 steps" in captured.out, captured.out
+    assert "Warning" not in captured.err, captured.err
+    assert json.loads((tmp_path / "m" / "pretrain_summary.json").read_text())["reached_target"] is False
+
+
+def test_pretrain_that_cannot_write_leaves_the_old_model_and_says_one_line(tmp_path, capsys, monkeypatch):
+    from transformers import LlamaForCausalLM
+
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / "model.safetensors").write_bytes(b"the old model")
+
+    def disk_full(self, folder, **kwargs):
+        Path(folder, "model.safetensors").write_bytes(b"half")
+        raise RuntimeError("Error while serializing: IoError(No space left on device)")  # as safetensors says it
+
+    monkeypatch.setattr(LlamaForCausalLM, "save_pretrained", disk_full)
+    assert call(TINY_PRETRAIN + ["--out", str(out)]) == 1
+    one_error_line(capsys, f"could not write the model to {out}", "No space left", "the folder is as it was")
+    assert (out / "model.safetensors").read_bytes() == b"the old model"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # no temporary folder left behind
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_pretrain_stopped_by_a_signal_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch, signum, code):
+    from grpo_lab.lab import pretrain
+
+    real = pretrain.evaluate
+
+    def evaluate_then_signal(*args, **kwargs):
+        result = real(*args, **kwargs)
+        os.kill(os.getpid(), signum)  # as `kill` or a closed terminal would, while pretraining
+        return result
+
+    monkeypatch.setattr(pretrain, "evaluate", evaluate_then_signal)
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
+    assert call(TINY_PRETRAIN + ["--out", str(tmp_path / "m")]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"python -m grpo_lab pretrain: interrupted: stopped by {signal.Signals(signum).name}; "
+        "nothing was written (the --out folder is as it was)"
+    ]
+    assert list((tmp_path / "m").iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == handlers
+
+
+def test_pretrain_signalled_while_saving_leaves_no_half_model(tmp_path, capsys, monkeypatch):
+    from transformers import PreTrainedTokenizerFast
+
+    real = PreTrainedTokenizerFast.save_pretrained
+
+    def save_then_sigterm(self, folder, *args, **kwargs):
+        files = real(self, folder, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)  # the weights are written, the summary not yet
+        return files
+
+    monkeypatch.setattr(PreTrainedTokenizerFast, "save_pretrained", save_then_sigterm)
+    out = tmp_path / "m"
+    assert call(TINY_PRETRAIN + ["--out", str(out)]) == 143
+    capsys.readouterr()
+    assert list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["m"]

@@ -245,3 +245,34 @@ def test_a_cuda_index_beyond_the_devices_is_refused():
     with pytest.raises(ValueError, match="CUDA device"):
         pick_device(f"cuda:{torch.cuda.device_count()}")
     assert pick_device("cuda:0").type == "cuda"
+
+
+def _save_tiny(folder: Path, model) -> str:
+    model.save_pretrained(folder)
+    build_char_tokenizer(SUM3_CHARS).save_pretrained(folder)
+    return str(folder)
+
+
+def test_a_decoder_loads_and_an_encoder_is_refused_with_one_line(tmp_path):
+    from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
+
+    vocab = 3 + len(SUM3_CHARS)
+    gpt2 = _save_tiny(tmp_path / "gpt2", GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=2,
+                                                                    n_positions=64)))  # fmt: skip
+    model, _ = load_policy(gpt2, "cpu")
+    assert type(model).__name__ == "GPT2LMHeadModel"
+    config = BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64)  # fmt: skip
+    bert = _save_tiny(tmp_path / "bert", BertForMaskedLM(config))
+    with pytest.raises(ValueError, match=r"\(BertLMHeadModel\) is not a causal language model") as info:
+        load_policy(bert, "cpu")
+    assert "\n" not in str(info.value)
+
+
+def test_is_lab_tokenizer_knows_the_shipped_tokenizer_and_no_other(tiny_policy, tiny_qwen_dir):
+    from grpo_lab.lab.models import is_lab_tokenizer, load_tokenizer
+
+    assert is_lab_tokenizer(tiny_policy[1])
+    assert is_lab_tokenizer(load_tokenizer(str(ASSET_DIR)))
+    assert not is_lab_tokenizer(load_tokenizer(str(tiny_qwen_dir)))
+    assert not is_lab_tokenizer(build_char_tokenizer("0123456789"))

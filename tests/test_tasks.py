@@ -389,3 +389,14 @@ def test_gsm8k_offline_is_one_line_pointing_to_the_offline_task(monkeypatch):
     with pytest.raises(ValueError, match="task 'gsm8k' needs the Hugging Face hub.*use task 'words'") as info:
         get_task("gsm8k")
     assert "\n" not in str(info.value)
+
+
+def test_the_task_names_are_one_list_and_an_unknown_one_is_one_line():
+    from grpo_lab.lab.tasks import CHAT_TASKS, N_TEST, TASKS
+
+    assert TASKS == ("sum3", "words", "gsm8k")
+    assert set(CHAT_TASKS) < set(TASKS)
+    with pytest.raises(ValueError, match=r"^task must be one of 'sum3', 'words', 'gsm8k'; got 'sum4'$"):
+        get_task("sum4")
+    assert len(get_task("sum3").test) == N_TEST == 1024
+    assert get_task("words", n_test=4).chat and not get_task("sum3", n_test=4).chat

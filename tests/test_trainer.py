@@ -608,17 +608,6 @@ def test_train_config_accepts_the_largest_32_bit_seed():
     assert TrainConfig(seed=2**32 - 1).seed == 2**32 - 1
 
 
-def test_unused_fields_names_what_an_algorithm_does_not_read():
-    grpo, ppo, dapo = PRESETS["grpo"], PRESETS["ppo"], PRESETS["dapo"]
-    assert set(trainer_mod.unused_fields(grpo, ["critic_lr", "gamma", "clip_high", "beta"])) == {"critic_lr", "gamma"}
-    assert trainer_mod.unused_fields(ppo, ["critic_lr", "gamma", "vf_coef"]) == {}
-    assert set(trainer_mod.unused_fields(grpo, ["max_gen_batches", "overlong_cache", "gfpo_metric", "kl_kind"])) == {
-        "max_gen_batches", "overlong_cache", "gfpo_metric", "kl_kind"}  # fmt: skip
-    assert trainer_mod.unused_fields(dapo, ["max_gen_batches", "overlong_cache"]) == {}
-    assert trainer_mod.unused_fields(grpo.with_(beta=0.04), ["kl_kind"]) == {}
-    assert "scale" in trainer_mod.unused_fields(ppo, ["scale"])
-
-
 def _interrupt_at(step: int, times: int = 1):
     """A train callback that sends this process SIGINT ``times`` times after step ``step``."""
 

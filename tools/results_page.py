@@ -140,7 +140,7 @@ pass@1 {shipped['pass_at_k']['1']:.3f} and pass@{k} {shipped['pass_at_k'][str(k)
 {table}
 {_labels_note(runs)}
 Held-out accuracy against GRPO's, by Welch's t-test (unequal variances; its degrees of freedom `df`), with
-Holm's correction for the {len(tests)} comparisons (`experiments.welch_against_baseline`). With {len(SEEDS)} seeds a
+Holm's correction for the {len(tests)} comparisons (`study.histories.welch_against_baseline`). With {len(SEEDS)} seeds a
 side only large differences can pass:
 
 {format_tests(tests, "grpo")}

@@ -45,7 +45,6 @@ from ..train.trainer import Trainer
 from .config import (
     FAIRNESS,
     LAB_ARMS,
-    PARTS,  # noqa: F401  (the command line's import until it names bench.config)
     TRL_ARMS,
     BenchConfig,
     lab_prompt_stream,
@@ -53,7 +52,6 @@ from .config import (
 )
 from .report import (
     comparisons_for,
-    format_table,  # noqa: F401  (the command line's import until it names bench.report)
     pair_ratios,
     summarise_arm,
     summarise_steps,

@@ -162,27 +162,15 @@ def _safetensors_problem(file: Path) -> str | None:
     return None
 
 
-def load_policy(
-    name_or_path: str = DEFAULT_MODEL, device: str | None = None, dtype: torch.dtype | None = None
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load ``(model, tokenizer)`` with ``from_pretrained``: the shipped tiny model, a local
-    folder, or a Hugging Face model name (which needs the hub or a local cache).
-
-    On CUDA the default dtype is bf16, on the CPU float32. The tokenizer pads on the left, so a
-    batch of prompts ends where generation starts. A folder or name that cannot be loaded raises
-    ``ValueError`` with one line naming it.
-    """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_tokenizer(name_or_path: str = DEFAULT_MODEL) -> PreTrainedTokenizerBase:
+    """The tokenizer of a model (see ``load_policy``), left-padded, with a pad token; quick to load, so the
+    command line reads it to check its choices before it loads any weights."""
+    from transformers import AutoTokenizer
 
     path = resolve_model_path(name_or_path)
-    dev = pick_device(device)
     if _looks_like_a_path(path):
         check_model_folder(path)
         path = str(Path(path).expanduser())
-    if dtype is None:
-        dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    from transformers.utils import logging as hf_logging
-
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except Exception as err:  # hub unreachable, unknown name, missing or damaged tokenizer files
@@ -190,18 +178,65 @@ def load_policy(
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def is_lab_tokenizer(tokenizer: PreTrainedTokenizerBase) -> bool:
+    """The lab's character tokenizer (the shipped model's, and that of every policy trained from it)."""
+    from .tasks import SUM3_CHARS
+
+    return set(tokenizer.get_vocab()) == {"<pad>", "<bos>", "<eos>", *SUM3_CHARS}
+
+
+def load_policy(
+    name_or_path: str = DEFAULT_MODEL, device: str | None = None, dtype: torch.dtype | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load ``(model, tokenizer)`` with ``from_pretrained``: the shipped tiny model, a local
+    folder, or a Hugging Face model name (which needs the hub or a local cache).
+
+    On CUDA the default dtype is bf16, on the CPU float32. The tokenizer pads on the left, so a
+    batch of prompts ends where generation starts. A folder or name that cannot be loaded, or a model
+    that is not a causal (left-to-right) language model, raises ``ValueError`` with one line naming it.
+    """
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    dev = pick_device(device)
+    tokenizer = load_tokenizer(name_or_path)
+    path = resolve_model_path(name_or_path)
+    if _looks_like_a_path(path):
+        path = str(Path(path).expanduser())
+    if dtype is None:
+        dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     # A 1M-parameter model loads in milliseconds: its progress bar would only clutter a notebook.
     bars_were_on = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(dev)
-    except Exception as err:  # damaged weights, a config no causal LM reads, out of memory on the device
+    except torch.OutOfMemoryError:
+        raise  # the command line names what to lower
+    except Exception as err:  # damaged weights, a config no causal LM reads
         raise ValueError(f"model {name_or_path!r}: could not load its weights ({first_line(err)})") from None
     finally:
         if bars_were_on:
             hf_logging.enable_progress_bar()
+    if not _is_causal(model):
+        raise ValueError(
+            f"model {name_or_path!r} ({type(model).__name__}) is not a causal language model: its first token's "
+            "prediction depends on the tokens after it (an encoder such as BERT); give a decoder-only model"
+        )
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+@torch.no_grad()
+def _is_causal(model: PreTrainedModel) -> bool:
+    """Whether the logits at position 0 ignore the token at position 1, as a left-to-right model's must
+    (an encoder's do not: sampling from one fails deep inside generation)."""
+    vocab = model.get_input_embeddings().num_embeddings
+    ids = torch.tensor([[0, 1 % vocab], [0, 2 % vocab]], device=model.device)
+    first = model(input_ids=ids).logits[:, 0].float()
+    return torch.allclose(first[0], first[1], rtol=0, atol=1e-4 * (1 + first.abs().max().item()))
 
 
 def count_parameters(model: torch.nn.Module) -> int:

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -128,17 +132,13 @@ def pretrain(
         if (step + 1) >= eval_from and (step + 1) % eval_every == 0:
             acc = evaluate(model, tokenizer, task, n_prompts=n_eval, greedy=True)["accuracy"]
             history.append({"step": step + 1, "loss": loss.item(), "greedy_accuracy": acc})
-            bar.set_postfix(loss=f"{float(loss):.3f}", acc=f"{acc:.2f}")
+            bar.set_postfix(loss=f"{history[-1]['loss']:.3f}", acc=f"{acc:.2f}")
             if acc >= target_accuracy:
                 reached = step + 1
                 break
     seconds = time.perf_counter() - t0
     sampled = evaluate(model, tokenizer, task, n_prompts=n_eval, samples=8, temperature=1.0, seed=seed)
     greedy = evaluate(model, tokenizer, task, n_prompts=n_eval, greedy=True)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.to("cpu").save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
     summary = {
         "seed": seed,
         "steps": history[-1]["step"] if history else max_steps,
@@ -157,5 +157,31 @@ def pretrain(
         "torch": torch.__version__,
         "history": history,
     }
-    (out_dir / "pretrain_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    _save_whole(Path(out_dir), model.to("cpu"), tokenizer, summary)
     return summary
+
+
+def _save_whole(out_dir: Path, model, tokenizer, summary: dict) -> None:
+    """Write the model into a fresh folder beside ``out_dir``, then move each file into ``out_dir`` with
+    signals held, so ``out_dir`` holds the old model or the new one, never half of one (a full disk, a
+    signal while writing). Other files in ``out_dir`` are left alone."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    try:
+        model.save_pretrained(new)
+        tokenizer.save_pretrained(new)
+        (new / "pretrain_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        held = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        signal.pthread_sigmask(signal.SIG_BLOCK, held)  # a signal now waits until every file is in place
+        try:
+            for f in sorted(new.iterdir()):
+                os.replace(f, out_dir / f.name)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+    except Exception as err:
+        if isinstance(err, OSError):
+            raise
+        # safetensors' own errors (a full disk, say) are not OSErrors: one line, naming the folder
+        raise OSError(f"could not write the model to {out_dir} ({err}); the folder is as it was") from None
+    finally:
+        shutil.rmtree(new, ignore_errors=True)

@@ -25,8 +25,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING, Literal, get_args
 
-from datasets import Dataset
+from ..core.checks import check_choice
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 from ..io import first_line
 
@@ -82,6 +86,8 @@ def sum3_dataset(split: str = "train", n: int = 2048, seed: int = 0) -> Dataset:
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     rows = _triples(split, n, seed)
+    from datasets import Dataset  # pandas and pyarrow: seconds, so not at the command line's start-up
+
     return Dataset.from_dict(
         {
             "prompt": [sum3_prompt(*t) for t in rows],
@@ -251,6 +257,8 @@ def synthetic_word_problems(n: int = 256, seed: int = 0) -> Dataset:
             f"How many {what} does {who} have?"
         )
         answers.append(total)
+    from datasets import Dataset  # pandas and pyarrow: seconds, so not at the command line's start-up
+
     return Dataset.from_dict({"prompt": prompts, "answer": answers})
 
 
@@ -284,8 +292,18 @@ class Task:
     features: object = None  # optional (completion: str) -> dict[str, float], tracked for right and wrong answers
 
 
-def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int = 1024) -> Task:
+TaskName = Literal["sum3", "words", "gsm8k"]
+TASKS: tuple[str, ...] = get_args(TaskName)
+"""The tasks by name: the one list the trainer, the command line's choices and the docs read."""
+CHAT_TASKS = ("words", "gsm8k")
+"""Tasks whose prompts go through the tokenizer's chat template (they need an instruct model)."""
+N_TEST = 1024
+"""Held-out prompts ``get_task`` builds by default (what a training run evaluates on at most)."""
+
+
+def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int = N_TEST) -> Task:
     """The named task: ``sum3`` (the lab's), ``words`` (GSM8K-shaped, offline) or ``gsm8k`` (hub)."""
+    check_choice("task", name, TASKS)
     if name == "sum3":
         return Task(
             "sum3",
@@ -300,8 +318,7 @@ def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int
             synthetic_word_problems(n_train, seed),
             synthetic_word_problems(n_test, seed + 1),
             gsm8k_reward,
-            chat=True,
+            chat=True,  # one of CHAT_TASKS
         )
-    if name == "gsm8k":
-        return Task("gsm8k", gsm8k_dataset("train", n_train), gsm8k_dataset("test", n_test), gsm8k_reward, chat=True)
-    raise ValueError(f"task must be one of 'sum3', 'words', 'gsm8k'; got {name!r}")
+    train, test = gsm8k_dataset("train", n_train), gsm8k_dataset("test", n_test)
+    return Task("gsm8k", train, test, gsm8k_reward, chat=True)  # one of CHAT_TASKS

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..train.trainer import _replace_folder, check_output_folder, save_json
+from ..io import check_output_folder, replace_folder, save_json
 from .histories import RUN_METRICS, final_accuracy, format_seed_table, seed_table
 
 # `compare`'s default budget: the same training seconds for every algorithm (the course's race, notebook 08).
@@ -224,5 +224,5 @@ def _finish(results: dict, done: dict, pass_k: int | None, work: Path, out: Path
         result["stopped"] = True
     save_json(result, work / SUMMARY)
     if work != out:
-        _replace_folder(work, out)
+        replace_folder(work, out)
     return result

@@ -19,29 +19,18 @@ from typing import TYPE_CHECKING
 import torch
 from tqdm.auto import tqdm
 
+from ..algorithms import UPDATE_FIELDS
 from ..core.checks import check_positive_int
+from ..io import stop_on_signal
+from ..io import take_stop_request as _take_stop_request
 from ..lab.rollout import token_logps
-from ..train.trainer import Trainer, _take_stop_request, stop_on_signal
+from ..train.trainer import Trainer
 from .stats import mean_and_spread
 
 if TYPE_CHECKING:
-    from ..algorithms import Algorithm
+    from ..algorithms import UPDATE_FIELDS, Algorithm
     from ..train.trainer import TrainConfig
 
-# Algorithm fields that act only in the update. An arm may change these; fields that act while the
-# batch is collected (dynamic sampling, GFPO's filter, the reward shaping) would be silently ignored.
-UPDATE_FIELDS = (
-    "clip_low",
-    "clip_high",
-    "dual_clip",
-    "ratio_level",
-    "aggregation",
-    "beta",
-    "kl_kind",
-    "entropy_coef",
-    "minibatches",
-    "epochs",
-)
 
 
 # Fields that act only through the clip: with one update per rollout every ratio is exactly 1, inside

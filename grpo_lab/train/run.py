@@ -8,8 +8,9 @@ so a second run saving there is refused at once rather than replacing this one's
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..io import check_output_file, folder_lock, save_json, stop_on_signal, take_stop_request
@@ -36,10 +37,52 @@ def train_and_evaluate(
 
     Ctrl-C (SIGINT), SIGTERM or SIGHUP stops the run after the current step, or during the final
     evaluation: ``stop_reason`` is "interrupted" and ``after`` is None."""
+    return _evaluated_run(lambda: Trainer(cfg), set(), n_eval, progress, eval_every, save_dir, save_every, json_path)
+
+
+run = train_and_evaluate
+"""The name this function had first."""
+
+
+def continue_run(
+    path: str | Path,
+    steps: int | None = None,
+    progress: bool = True,
+    save_dir: str | Path | None = None,
+    save_every: int | None = None,
+    json_path: str | Path | None = None,
+    device: str | None = None,
+    n_eval: int = 1000,
+    eval_every: int | None = None,
+) -> dict:
+    """Resume the checkpoint at ``path`` for ``steps`` more steps (``TrainConfig``'s default when None),
+    on ``device`` if given, and return the same summary as ``train_and_evaluate``. ``save_dir`` may be
+    ``path`` itself, a new or an empty folder; with neither ``save_dir`` nor ``json_path`` the steps would
+    be thrown away, so that is refused before any work."""
+    if save_dir is None and json_path is None:
+        raise ValueError(
+            f"--resume {path} without --save or --json would train and keep nothing; add --save {path} to "
+            "continue the checkpoint (or --json FILE for the summary alone)"
+        )
+
+    def resumed() -> Trainer:
+        trainer = Trainer.resume(path, device=device)
+        trainer.cfg = replace(trainer.cfg, steps=TrainConfig.steps if steps is None else steps)
+        return trainer
+
+    own = {str(Path(path).resolve())}
+    return _evaluated_run(resumed, own, n_eval, progress, eval_every, save_dir, save_every, json_path)
+
+
+def _evaluated_run(
+    make: Callable[[], Trainer], own: set[str], n_eval, progress, eval_every, save_dir, save_every, json_path
+) -> dict:
+    """Check the outputs, make the trainer, evaluate, train, evaluate again, and write the summary."""
     with ExitStack() as stack:
-        _check_outputs(stack, save_dir, json_path, own=set())
+        _check_outputs(stack, save_dir, json_path, own=own)
         with stop_on_signal():
-            trainer = Trainer(cfg)
+            trainer = make()
+            cfg = trainer.cfg
             ev = dict(n_prompts=n_eval, greedy=True, max_new_tokens=cfg.max_new_tokens, system=cfg.system_prompt)
             before = evaluate(trainer.model, trainer.tokenizer, trainer.task, **ev)
             evals: list[dict] = []
@@ -62,46 +105,6 @@ def train_and_evaluate(
             "config": asdict(cfg),
             "algorithm": asdict(trainer.algo),
             "history": trainer.history,
-        }
-        return _finish(summary, json_path, failed)
-
-
-run = train_and_evaluate
-"""The name this function had first."""
-
-
-def continue_run(
-    path: str | Path,
-    steps: int | None = None,
-    progress: bool = True,
-    save_dir: str | Path | None = None,
-    save_every: int | None = None,
-    json_path: str | Path | None = None,
-    device: str | None = None,
-) -> dict:
-    """Resume the checkpoint at ``path`` for ``steps`` more steps (on ``device`` if given) and return a
-    summary (algo, steps, seed, history, stop_reason). ``save_dir`` may be ``path`` itself, a new or an
-    empty folder; with neither ``save_dir`` nor ``json_path`` the steps would be thrown away, so that is
-    refused before any work. The summary goes to ``json_path`` whatever becomes of the save."""
-    if save_dir is None and json_path is None:
-        raise ValueError(
-            f"--resume {path} without --save or --json would train and keep nothing; add --save {path} to "
-            "continue the checkpoint (or --json FILE for the summary alone)"
-        )
-    with ExitStack() as stack:
-        _check_outputs(stack, save_dir, json_path, own={str(Path(path).resolve())})
-        trainer = Trainer.resume(path, device=device)
-        failed = None
-        try:
-            trainer.train(steps, progress=progress, checkpoint_dir=save_dir, save_every=save_every)
-        except SaveFailed as err:
-            failed = err
-        summary = {
-            "algo": trainer.cfg.algo,
-            "steps": trainer.step,
-            "seed": trainer.cfg.seed,
-            "history": trainer.history,
-            "stop_reason": _stop_reason(trainer, failed),
         }
         return _finish(summary, json_path, failed)
 

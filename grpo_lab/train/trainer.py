@@ -11,18 +11,15 @@ that act on it. The batch types are described in ``batch.py``.
 from __future__ import annotations
 
 import copy
-import math
 import random
 import time
 import warnings
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
-from ..algorithms import Algorithm, get_algorithm
 from ..core.advantages import adaptive_k, dynamic_sampling_keep, gfpo_keep, reward_quartiles
 from ..core.checks import check_positive_int
 from ..core.kl import kl_estimate
@@ -36,93 +33,14 @@ from ..lab.rollout import Rollout, encode_prompts, sample_group, token_logps
 from ..lab.tasks import Task, get_task, score_completions
 from .batch import Advantages, Batch, Sampled, UpdateBatch, check_batch_shape
 from .checkpoint import load_checkpoint, save_checkpoint
+from .config import MAX_SEED, TrainConfig
 from .critic import ValueModel
 from .estimators import ADVANTAGE_ESTIMATORS
 
 __all__ = [  # the names other modules and notebooks import from here, some defined elsewhere
     "ADVANTAGE_ESTIMATORS", "Advantages", "Batch", "MAX_SEED", "Sampled", "TrainConfig", "Trainer", "UpdateBatch",
-    "ValueModel", "peak_memory_mb", "unused_fields",
+    "ValueModel", "peak_memory_mb",
 ]  # fmt: skip
-
-MAX_SEED = 2**32 - 1
-"""Seeds are 32-bit, as NumPy's are: larger ones overflow the per-step generators derived from them."""
-
-
-@dataclass
-class TrainConfig:
-    """The run's settings (the algorithm's own settings live in ``Algorithm``)."""
-
-    algo: str = "grpo"
-    model: str = "tiny-sum3"
-    """'tiny-sum3' (shipped in assets/), a local folder, or a Hugging Face model name."""
-    task: str = "sum3"
-    steps: int = 100
-    seed: int = 0
-    prompts_per_step: int = 16
-    group_size: int = 8
-    """G: completions per prompt (for GFPO: how many are *kept*; it samples gfpo_group_size)."""
-    max_new_tokens: int = 32
-    temperature: float = 1.0
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    track_kl: bool = True
-    """Measure KL to the reference every step even when beta = 0 (one extra forward pass)."""
-    kl_stop: float | None = None
-    """Stop the run (and save a checkpoint) when the measured KL exceeds this."""
-    max_seconds: float | None = None
-    """Stop once this much training time has passed (a time budget instead of a step count)."""
-    max_samples: int | None = None
-    """Stop once this many completions have been sampled (a sample budget: DAPO's refills and GFPO's
-    extra samples count, so algorithms that sample more per step get fewer steps)."""
-    device: str | None = None
-    system_prompt: str | None = None
-    algo_overrides: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        for name in ("steps", "prompts_per_step", "group_size", "max_new_tokens"):
-            check_positive_int(name, getattr(self, name), minimum=0 if name == "steps" else 1)
-        check_positive_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
-        for name in ("temperature", "lr", "weight_decay", "grad_clip", "kl_stop", "max_seconds"):
-            v = getattr(self, name)  # a string or None here would fail later with a TypeError deep in torch
-            if not (v is None and name in ("kl_stop", "max_seconds")) and (
-                isinstance(v, bool) or not isinstance(v, (int, float))
-            ):
-                raise ValueError(f"{name} must be a number, got {type(v).__name__} {v!r}")
-        if not (self.temperature > 0 and math.isfinite(self.temperature)):
-            raise ValueError(f"temperature must be a finite number > 0, got {self.temperature}")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
-        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
-        if not self.grad_clip > 0:
-            raise ValueError(f"grad_clip must be > 0, got {self.grad_clip}")
-        if not isinstance(self.algo_overrides, dict):
-            raise ValueError(
-                f"algo_overrides must be a dict of Algorithm fields, got {type(self.algo_overrides).__name__}"
-            )
-        if self.max_seconds is not None and not self.max_seconds > 0:
-            raise ValueError(f"max_seconds must be > 0 or None, got {self.max_seconds}")
-        if self.max_samples is not None:
-            check_positive_int("max_samples", self.max_samples)
-        if self.kl_stop is not None and not self.kl_stop > 0:
-            raise ValueError(f"kl_stop must be > 0 or None, got {self.kl_stop}")
-        algo = self.algorithm()
-        if algo.advantage in ("group", "gfpo") and self.group_size < 2:
-            raise ValueError(f"group_size must be >= 2 for {algo.name} (a group needs a spread), got {self.group_size}")
-        if algo.overlong_penalty and not 0 < algo.overlong_cache <= self.max_new_tokens:
-            raise ValueError(
-                f"overlong_cache must be in (0, max_new_tokens={self.max_new_tokens}] for the overlong penalty, "
-                f"got {algo.overlong_cache}"
-            )
-        if algo.advantage == "gfpo" and algo.gfpo_group_size < self.group_size:
-            raise ValueError(
-                f"gfpo_group_size must be >= group_size (k <= G), got G={algo.gfpo_group_size} < k={self.group_size}"
-            )
-
-    def algorithm(self) -> Algorithm:
-        return get_algorithm(self.algo, **self.algo_overrides)
-
 
 def _sampling_stats(correct: torch.Tensor, rewards: torch.Tensor, group_size: int) -> dict[str, float]:
     """Two numbers about the groups as sampled, before any filter.
@@ -607,49 +525,3 @@ class Trainer:
         (default: the saved one). A damaged, mixed or unsafe checkpoint is refused with a ``ValueError``
         of one line (``checkpoint.load_checkpoint``)."""
         return load_checkpoint(cls, TrainConfig, path, task=task, device=device)
-
-
-# Algorithm fields the trainer reads only under a condition: a field set where its condition does not
-# hold changes nothing, and the command line refuses it rather than ignore it without a word.
-_CONDITIONAL_FIELDS = (
-    (
-        ("gamma", "lam", "vf_coef", "value_clip", "critic_lr", "critic_warmup_steps"),
-        lambda a: a.advantage == "gae",
-        "only the critic uses it (advantage='gae', as in --algo ppo)",
-    ),
-    (
-        ("kl_in_reward",),
-        lambda a: a.advantage == "gae",
-        "only the critic's per-token reward uses it (advantage='gae', as in --algo ppo)",
-    ),
-    (
-        ("gfpo_group_size", "gfpo_metric", "gfpo_adaptive"),
-        lambda a: a.advantage == "gfpo",
-        "only GFPO uses it (advantage='gfpo', as in --algo gfpo)",
-    ),
-    (("scale",), lambda a: a.advantage == "group", "only group advantages use it (advantage='group')"),
-    (
-        ("max_gen_batches",),
-        lambda a: a.dynamic_sampling,
-        "only dynamic sampling uses it (dynamic_sampling=true, as in --algo dapo)",
-    ),
-    (
-        ("overlong_cache",),
-        lambda a: a.overlong_penalty,
-        "only the overlong penalty uses it (overlong_penalty=true, as in --algo dapo)",
-    ),
-    (
-        ("kl_kind",),
-        lambda a: a.beta > 0 and not a.kl_in_reward,
-        "only a KL term in the loss uses it (beta > 0 and kl_in_reward=false)",
-    ),
-)
-
-
-def unused_fields(algo: Algorithm, names: Collection[str]) -> dict[str, str]:
-    """Of the Algorithm field ``names``, those the trainer does not read for ``algo``, each with why."""
-    out = {}
-    for fields_, used, why in _CONDITIONAL_FIELDS:
-        if not used(algo):
-            out.update({n: why for n in names if n in fields_})
-    return out
