@@ -376,12 +376,15 @@ def _logps_after_prefix(model, prefix, idx, prompt_mask, completion_ids, complet
 
     inv, first, kv = prefix
     rows = inv[idx]
-    logits = first[rows].unsqueeze(1)  # the prompt's last position predicts the first completion token
+    # index_select, not first[rows]: rows repeat (G rows share a prompt), and on the CPU the backward of
+    # advanced indexing adds the repeats with parallel atomic adds in a thread-dependent order, so the
+    # same seed gave gradients differing in the last bit; index_select's backward adds them in order.
+    logits = first.index_select(0, rows).unsqueeze(1)  # the prompt's last position predicts the first token
     w = completion_ids.shape[1]
     if w > 1:
         cache = DynamicCache()
         for layer, (k, v) in enumerate(kv):
-            cache.update(k[rows], v[rows], layer)
+            cache.update(k.index_select(0, rows), v.index_select(0, rows), layer)
         am = torch.cat([prompt_mask, completion_mask[:, : w - 1]], dim=1)
         more = model(
             input_ids=completion_ids[:, : w - 1],
