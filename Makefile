@@ -95,4 +95,4 @@ site: install
 # On a GPU machine: pretrain the larger policy, run every notebook in the gpu profile, train each
 # algorithm, benchmark, and write one JSON of the figures (tests/test_gpu_check.py runs its CPU smoke mode).
 gpu-check: install
-	PATH="$(abspath $(VENV))/bin:$$PATH" tools/gpu_check.sh
+	PATH="$(abspath $(VENV))/bin:$$PATH" PYTHON="$(abspath $(PY))" tools/gpu_check.sh
