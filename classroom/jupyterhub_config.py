@@ -49,7 +49,8 @@ c.Spawner.environment = {
     "OMP_NUM_THREADS": str(int(CPUS)),
 }
 c.Spawner.default_url = "/lab/tree/grpo_lab/notebooks/00_tour.ipynb"
-c.Spawner.start_timeout = 120  # a cold start imports torch
+c.Spawner.start_timeout = 120  # a room logging in at once starts many servers together
+c.Spawner.http_timeout = 120
 
 c.JupyterHub.services = [
     {

@@ -7,7 +7,8 @@ seconds) and the table printed and written to build/classroom/capacity.json for 
 
 What this machine cannot run is replaced, and only that: SystemdSpawner (it needs root and systemd; it
 is what enforces the memory and CPU limits) by SimpleLocalProcessSpawner with a home per learner under a
-temporary folder, the ports by free ones on 127.0.0.1. The learners' environment is a virtual environment
+temporary folder, the ports by free ones on 127.0.0.1, and where the test runs as root, the servers are told
+that this is allowed. The learners' environment is a virtual environment
 with JupyterHub that also sees the project environment's packages (the course, torch, JupyterLab), as a
 server's user environment does after `make install` and `pip install jupyterhub`.
 
@@ -64,7 +65,7 @@ def _run(cmd: list, **kw) -> None:
 @pytest.fixture(scope="module")
 def installed():
     """build/classroom/hub-venv (JupyterHub, the idle culler, SystemdSpawner for the config to name) and
-    configurable-http-proxy from npm; the venv also sees this Python's packages (a .pth line)."""
+    configurable-http-proxy from npm; the venv also sees this checkout and this Python's packages."""
     if shutil.which("npm") is None:
         pytest.fail("npm is needed for configurable-http-proxy (apt-get install npm)")
     venv = BUILD / "hub-venv"
@@ -75,7 +76,11 @@ def installed():
               "jupyterhub-systemdspawner>=1"])  # fmt: skip
     site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], capture_output=True,
                           text=True, check=True).stdout.strip()  # fmt: skip
-    (Path(site) / "zz_course_environment.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    # This checkout's grpo_lab first, then this environment's packages, with their own .pth files (an
+    # editable install is one): a plain path line would add the folder but not process its .pth files.
+    (Path(site) / "zz_course_environment.pth").write_text(
+        f"{ROOT}\nimport site; site.addsitedir({sysconfig.get_path('purelib')!r})\n"
+    )
     chp = BUILD / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
     if not chp.exists():
         _run(["npm", "install", "--prefix", BUILD / "node", "--no-audit", "--no-fund", "configurable-http-proxy@4"])
@@ -96,6 +101,7 @@ load_subconfig({str(ROOT / "classroom" / "jupyterhub_config.py")!r})
 c.JupyterHub.spawner_class = "jupyterhub.spawner.SimpleLocalProcessSpawner"
 c.SimpleLocalProcessSpawner.home_dir_template = {str(tmp / "home" / "{username}")!r}
 c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
+c.Spawner.args = {["--allow-root"] if os.geteuid() == 0 else []!r}  # as root here? servers refuse root without it
 c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{api_port}"
 c.ConfigurableHTTPProxy.command = [{str(chp)!r}]
