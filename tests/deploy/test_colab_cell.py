@@ -44,9 +44,9 @@ def test_the_first_cell_installs_the_course_where_it_is_missing(tmp_path):
     py = venv / "bin" / "python"
     _run([py, ROOT / "tools" / "install_torch.py"])  # Colab comes with torch
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(Path.home()), "PYTHONNOUSERSITE": "1"}
-    assert _run([py, "-c", "import importlib.util; print(importlib.util.find_spec('grpo_lab'))"], env=env).split() == [
-        "None"
-    ]
+    probe = "import importlib.util; print(importlib.util.find_spec('grpo_lab'))"
+    missing = _run([py, "-c", probe], env=env, cwd=tmp_path)
+    assert missing.split() == ["None"]  # (run outside the checkout: a Python finds the package in its folder)
     work = tmp_path / "content"
     work.mkdir()
     same_kernel = _run([py, "-c", source + "\n" + AFTER], cwd=work, env=env).split()
