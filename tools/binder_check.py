@@ -6,7 +6,8 @@ then every notebook under nbval in it, with each kernel's peak memory against Bi
     python tools/binder_check.py --reuse             # keep an environment built before (faster; not fresh)
 
 The build follows repo2docker's order for a binder/ folder: ``binder/requirements.txt`` (if any) with pip,
-then ``binder/postBuild``, run from the repository's root with the environment's ``python`` first on PATH.
+then ``binder/postBuild``, run from the repository's root with the environment's ``python`` first on PATH;
+each notebook runs through ``binder/start`` when there is one, as the session's server does.
 Everything runs in a scrubbed environment (no PYTHONPATH, no user site-packages), so nothing installed
 elsewhere on this machine can help. Prints one row per notebook (passed, seconds, the kernel's peak
 resident memory, its CPU seconds, the peak of the whole nbval process tree) and writes them as JSON.
@@ -69,6 +70,8 @@ def run_notebook(venv: Path, notebook: Path, timeout: float) -> dict:
     """nbval on one notebook in ``venv``, its kernel watched."""
     cmd = [str(venv / "bin" / "python"), "-m", "pytest", "--nbval-lax", str(notebook.relative_to(ROOT)), "-q",
            "-p", "no:cacheprovider"]  # fmt: skip
+    if (BINDER / "start").exists():  # repo2docker runs the server (and so each kernel) through it
+        cmd = ["bash", str(BINDER / "start"), *cmd]
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=scrubbed_env(venv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)  # fmt: skip

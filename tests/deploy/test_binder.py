@@ -29,6 +29,15 @@ def test_binder_builds_the_way_make_install_does():
     assert tuple(map(int, runtime[len("python-"):].split("."))) >= tuple(map(int, minimum))
 
 
+def test_binder_start_gives_torch_one_thread_unless_told_otherwise():
+    start = ROOT / "binder" / "start"
+    probe = ["bash", str(start), "sh", "-c", "echo $OMP_NUM_THREADS"]
+    env = {"PATH": "/usr/bin:/bin"}
+    assert subprocess.run(probe, env=env, capture_output=True, text=True, check=True).stdout.strip() == "1"
+    env["OMP_NUM_THREADS"] = "4"
+    assert subprocess.run(probe, env=env, capture_output=True, text=True, check=True).stdout.strip() == "4"
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="Binder runs Linux; the measurement reads /proc")
 def test_a_fresh_binder_environment_runs_every_notebook_under_2_gb(tmp_path):
