@@ -128,12 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         result["build_seconds"] = round(build(venv, args.python, say=lambda s: print(s, file=sys.stderr)))
     result["fresh"] = not args.reuse
     rows = result["notebooks"] = {}
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     for nb in notebooks:
         print(f"binder_check: nbval {nb.name} ...", file=sys.stderr, flush=True)
         rows[nb.name] = run_notebook(venv, nb, args.timeout)
-    result["ok"] = all(r["ok"] and r["kernel_peak_mb"] < LIMIT_MB for r in rows.values())
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        result["ok"] = all(r["ok"] and r["kernel_peak_mb"] < LIMIT_MB for r in rows.values())
+        # after each notebook, so that an interrupted run keeps what it measured
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
     print(table(rows))
     for name, r in rows.items():
         if not r["ok"]:
