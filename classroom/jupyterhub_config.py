@@ -21,7 +21,7 @@ c = get_config()  # noqa: F821 - defined by JupyterHub when it loads this file
 HERE = Path(__file__).resolve().parent
 COURSE = Path(os.environ.get("GRPO_LAB_COURSE", HERE.parent)).resolve()
 USER_ENV = Path(os.environ.get("GRPO_LAB_USER_ENV", COURSE / ".venv"))
-MEMORY = "3G"  # a kernel peaks near 0.6 GB (the guide's table), JupyterLab adds about 0.1 GB; room for two kernels
+MEMORY = "3G"  # a kernel peaks below 0.9 GB (the guide's table), the server adds about 0.2 GB: room for two kernels
 CPUS = 1.0  # torch runs on one thread per learner (OMP_NUM_THREADS below): a class shares the cores evenly
 IDLE = 3600  # seconds: a learner's server idle this long is stopped (their files stay)
 
