@@ -27,7 +27,7 @@ PY = $(VENV)/bin/python
 OFFLINE = $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE))
 TORCH_FROM = $(if $(WHEELHOUSE),--wheelhouse $(WHEELHOUSE),$(if $(TORCH_INDEX),--index $(TORCH_INDEX)))
 
-.PHONY: venv install lab test test-browser browser-deps execute-notebooks wheelhouse doctor site gpu-check
+.PHONY: venv install lab test test-browser browser-deps execute-notebooks wheelhouse doctor site gpu-check binder-check
 # A venv that failed half-way is removed, so the next run makes it again.
 .DELETE_ON_ERROR:
 
@@ -95,4 +95,9 @@ site: install
 # On a GPU machine: pretrain the larger policy, run every notebook in the gpu profile, train each
 # algorithm, benchmark, and write one JSON of the figures (tests/test_gpu_check.py runs its CPU smoke mode).
 gpu-check: install
-	PATH="$(abspath $(VENV))/bin:$$PATH" tools/gpu_check.sh
+	PATH="$(abspath $(VENV))/bin:$$PATH" PYTHON="$(abspath $(PY))" tools/gpu_check.sh
+
+# Binder, checked here: a fresh environment from exactly binder/ (as repo2docker builds it), every notebook
+# under nbval in it, and a table of each kernel's peak memory against Binder's 2 GB (minutes: it installs torch).
+binder-check: $(PY)
+	$(PY) tools/binder_check.py

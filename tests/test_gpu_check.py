@@ -5,6 +5,8 @@ output says; the full plan covers every notebook and algorithm at the gpu profil
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,12 +25,25 @@ from grpo_lab.course.profile import PROFILES  # noqa: E402
 from grpo_lab.lab.pretrain import GPU_MODEL_DIR  # noqa: E402
 
 
+def _poisoned_path(folder: Path) -> str:
+    """A PATH whose first `python` and `python3` fail loudly: the script must never run the PATH's Python
+    (on a fresh machine it is the system's, without torch or the lab)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("python", "python3"):
+        shim = folder / name
+        shim.write_text("#!/bin/sh\necho \"the Python on PATH ran\" >&2\nexit 97\n")
+        shim.chmod(0o755)
+    return f"{folder}:/usr/bin:/bin"
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu_check")
+    env = {**os.environ, "PYTHON": sys.executable, "PATH": _poisoned_path(tmp_path_factory.mktemp("shims"))}
     p = subprocess.run(
         ["bash", str(ROOT / "tools" / "gpu_check.sh"), "--cpu-smoke", "--out", str(out)],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=900,
@@ -142,3 +157,36 @@ def test_pretrain_rejects_bad_sizes_naming_them(tmp_path, kwargs, needle):
 
     with pytest.raises(ValueError, match=needle):
         pretrain(out_dir=tmp_path, max_steps=1, progress=False, **kwargs)
+
+
+def _script_in(tmp_path: Path) -> Path:
+    """tools/gpu_check.sh in a stand-in checkout whose tools/gpu_check.py prints the Python that runs it."""
+    (tmp_path / "tools").mkdir()
+    script = tmp_path / "tools" / "gpu_check.sh"
+    shutil.copy(ROOT / "tools" / "gpu_check.sh", script)
+    (tmp_path / "tools" / "gpu_check.py").write_text("import sys\nprint(sys.executable, *sys.argv[1:])\n")
+    return script
+
+
+def test_the_script_runs_the_project_environment_not_the_python_on_path(tmp_path):
+    script = _script_in(tmp_path)
+    venv_python = tmp_path / ".venv" / "bin" / "python"
+    venv_python.parent.mkdir(parents=True)
+    venv_python.symlink_to(sys.executable)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    env["PATH"] = _poisoned_path(tmp_path / "shims")
+    p = subprocess.run(["bash", str(script), "--x"], cwd="/", env=env, capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == [str(venv_python), "--x"]
+
+
+def test_without_the_project_environment_the_script_stops_in_one_line(tmp_path):
+    script = _script_in(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    env["PATH"] = _poisoned_path(tmp_path / "shims")
+    p = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=False)
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1, p.stderr
+    assert ".venv/bin/python" in p.stderr and "make install" in p.stderr
+    env["PYTHON"] = str(tmp_path / "nowhere" / "python")
+    p = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=False)
+    assert p.returncode == 2 and f"no Python at {tmp_path / 'nowhere' / 'python'}:" in p.stderr
