@@ -450,7 +450,7 @@ def _train(args) -> int:
             f"--n-eval {args.n_eval} is more than the {N_TEST} held-out prompts a run evaluates on; give at most "
             f"{N_TEST} (eval --n measures more)"
         )
-    pick_device(given.get("device"))  # a device this torch cannot use: say so before loading anything
+    pick_device(given.get("device"), "--device")  # a device this torch cannot use: say so before loading anything
     outputs = dict(progress=not args.quiet, save_every=args.save_every, json_path=args.json)
     if args.resume:
         summary = run_mod.continue_run(
@@ -495,7 +495,7 @@ def _eval(args) -> int:
 
     given = _given(args, EVAL_FIELDS)
     cfg = TrainConfig(**given | {"task": "sum3"})  # the same checks and defaults as a run's settings
-    pick_device(cfg.device)
+    pick_device(cfg.device, "--device")
     if args.json:
         check_output_file(args.json, "--json")
     task = get_task(_pick_task(cfg.model, given.get("task")), n_test=args.n)
@@ -583,7 +583,7 @@ def _paired(args) -> int:
         check_output_file(args.json, "--json")
     cfg = TrainConfig(**given, algo_overrides=dict(args.overrides))
     _warn_lr(args, cfg.lr)
-    pick_device(cfg.device)
+    pick_device(cfg.device, "--device")
     _refuse_unused_fields(cfg.algo, dict(args.overrides))
     for v in values:
         _refuse_unused_fields(cfg.algo, dict(args.overrides) | {field: v}, flag="--vary")
@@ -649,7 +649,7 @@ def _bench(args) -> int:
         check_output_file(args.json, "--json")
     train = TrainConfig(algo="grpo", track_kl=False, **_given(args, BENCH_FIELDS))
     _warn_lr(args, train.lr)
-    pick_device(train.device)
+    pick_device(train.device, "--device")
     cfg = BenchConfig(
         train=train,
         steps=args.steps,

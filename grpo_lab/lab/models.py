@@ -68,10 +68,11 @@ def tiny_llama_config(
     )
 
 
-def pick_device(device: str | None = None) -> torch.device:
+def pick_device(device: str | None = None, what: str = "device") -> torch.device:
     """``device`` if given ('cpu', 'cuda', 'cuda:N' or 'mps'), else CUDA when there is one, else CPU.
 
-    A device this torch cannot use is refused with one line, before any model is loaded.
+    A device this torch cannot use is refused with one line naming ``what`` (the command line: ``--device``),
+    before any model is loaded.
     """
     if not device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -80,18 +81,18 @@ def pick_device(device: str | None = None) -> torch.device:
     except (RuntimeError, TypeError):
         dev = None
     if dev is None or dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
+        raise ValueError(f"{what} must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(
-                f"device {device!r} needs CUDA, but this torch has none (a CPU-only build or no GPU); use --device cpu"
+                f"{what} {device!r} needs CUDA, but this torch has none (a CPU-only build or no GPU); use --device cpu"
             )
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ValueError(
-                f"device {device!r}: there are {torch.cuda.device_count()} CUDA device(s), numbered from 0"
+                f"{what} {device!r}: there are {torch.cuda.device_count()} CUDA device(s), numbered from 0"
             )
     if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device {device!r} needs Apple's MPS, which this torch cannot use; use --device cpu")
+        raise ValueError(f"{what} {device!r} needs Apple's MPS, which this torch cannot use; use --device cpu")
     return dev
 
 
