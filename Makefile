@@ -27,7 +27,7 @@ PY = $(VENV)/bin/python
 OFFLINE = $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE))
 TORCH_FROM = $(if $(WHEELHOUSE),--wheelhouse $(WHEELHOUSE),$(if $(TORCH_INDEX),--index $(TORCH_INDEX)))
 
-.PHONY: venv install lab test test-browser browser-deps execute-notebooks wheelhouse doctor site gpu-check binder-check
+.PHONY: venv install lab test test-fast test-browser browser-deps execute-notebooks wheelhouse doctor site gpu-check binder-check
 # A venv that failed half-way is removed, so the next run makes it again.
 .DELETE_ON_ERROR:
 
@@ -56,6 +56,10 @@ lab: install
 # One minute: Python, torch, the model, one training step, widgets, plots, memory.
 doctor: install
 	$(PY) -m grpo_lab doctor
+
+# The fast tier alone (the formulas, the loop, the plots; about a minute): while you edit.
+test-fast: install
+	$(PY) -m pytest tests/unit -q
 
 test: install browser-deps
 	$(PY) -m pytest tests/ -q -m "not browser"
@@ -93,7 +97,7 @@ site: install
 	$(PY) tools/build_site.py
 
 # On a GPU machine: pretrain the larger policy, run every notebook in the gpu profile, train each
-# algorithm, benchmark, and write one JSON of the figures (tests/test_gpu_check.py runs its CPU smoke mode).
+# algorithm, benchmark, and write one JSON of the figures (tests/integration/test_gpu_check.py runs its CPU smoke mode).
 gpu-check: install
 	PATH="$(abspath $(VENV))/bin:$$PATH" PYTHON="$(abspath $(PY))" tools/gpu_check.sh
 

@@ -1,6 +1,6 @@
 """grpo_lab: a teaching lab for RL post-training of language models.
 
-Its folders are its layers, each importing only from the layers before it (``tests/test_layers.py``
+Its folders are its layers, each importing only from the layers before it (``tests/unit/test_layers.py``
 enforces this):
 
     core       the formulas (advantages, losses, kl, rewards, checks): torch and the standard library only

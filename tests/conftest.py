@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -86,3 +87,16 @@ def tiny_qwen_dir(tmp_path_factory):
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+TESTS = Path(__file__).resolve().parent
+SLOW_TIERS = ("integration", "deploy")
+"""Tests under these folders start processes, build environments or train through TRL: marked ``slow``,
+so ``pytest tests/unit`` (or ``-m "not slow"``) is the fast tier; ``make test`` runs every tier."""
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
+        if parts and parts[0] in SLOW_TIERS:
+            item.add_marker(pytest.mark.slow)

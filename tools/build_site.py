@@ -4,7 +4,7 @@ The pages are the committed, executed notebooks (nothing is re-run: the site sho
 repository holds), the README as the home page with its pictures, and every page of ``docs/`` (the
 results, the set-up, the command line, the package, the math, the instructor's guide) except
 ``docs/answers.md``, the instructor's answer key, kept out on purpose: the site is meant to be sent to
-learners. ``mkdocs.yml``'s nav lists each page (``tests/test_readme.py`` checks it).
+learners. ``mkdocs.yml``'s nav lists each page (``tests/course/test_readme.py`` checks it).
 
 Tools, pinned, installed on first use into ``build/`` (git-ignored), from the package registries:
 

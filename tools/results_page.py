@@ -6,7 +6,7 @@ runtimes quoted by the README's syllabus and the instructor's guide (`assets/not
     python tools/results_page.py --check   # exit 1 if any differs from what the JSON gives
 
 Nothing here is typed by hand: every figure is computed from `assets/histories/*.json` and
-`assets/tiny-sum3/pretrain_summary.json`, and `tests/test_results_page.py` fails when the committed
+`assets/tiny-sum3/pretrain_summary.json`, and `tests/course/test_results_page.py` fails when the committed
 pages drift from them. A run whose settings differ from today's preset is labelled with the
 difference, so an older run is never passed off as the current algorithm.
 """

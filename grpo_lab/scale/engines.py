@@ -3,10 +3,11 @@ engines' own source, and the one place that says what an engine cannot run.
 
 - ``SETTINGS``: lab knob -> ``GRPOConfig`` fields -> verl keys, with what each counts (counts vs sizes).
 - ``VERL_READS``: for each verl key, the file of the verl package and the line fragment that reads it on the path
-  ``python -m verl.trainer.main_ppo`` takes (the V1 trainer, the reward loop); ``tests/test_engines.py`` checks
-  both that the key composes with verl's Hydra config and that the fragment is in that file.
+  ``python -m verl.trainer.main_ppo`` takes (the V1 trainer, the reward loop);
+  ``tests/integration/test_engines.py`` checks both that the key
+  composes with verl's Hydra config and that the fragment is in that file.
 - ``METRICS``: each lab health metric as TRL and verl log it, with the formula and scope each engine uses;
-  ``tests/test_engines.py`` checks the TRL keys against the log of a real ``GRPOTrainer`` step.
+  ``tests/integration/test_engines.py`` checks the TRL keys against the log of a real ``GRPOTrainer`` step.
 - ``gaps(algo, engine)`` / ``refusal(algo, engine)``: what an engine cannot run, and what to use instead.
 """
 

@@ -96,7 +96,8 @@ def grpo_config_kwargs(algo: str | Algorithm = "grpo", cfg: TrainConfig | None =
         "mask_truncated_completions": a.overlong_filter,
     }
     if a.dual_clip is not None:
-        kw["delta"] = a.dual_clip  # equals verl's dual clip when delta > 1 + epsilon_high (tests/test_trl_parity.py)
+        # equals verl's dual clip when delta > 1 + epsilon_high (tests/integration/test_trl_parity.py)
+        kw["delta"] = a.dual_clip
     return kw
 
 

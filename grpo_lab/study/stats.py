@@ -2,7 +2,7 @@
 two sets of seeds is more than noise (Student t, Welch, Holm), and the median with its quartiles and
 a bootstrap interval for repeated timings.
 
-The lab does not depend on scipy; ``tests/test_stats.py`` checks these against values scipy and
+The lab does not depend on scipy; ``tests/unit/test_stats.py`` checks these against values scipy and
 numpy computed, typed in.
 """
 

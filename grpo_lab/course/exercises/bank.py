@@ -764,7 +764,8 @@ _LAB_AGGREGATION = {
 
 def _ref_trl_loss(per_token_loss, mask, loss_type, max_completion_length):
     # On-policy (ratio 1) with per-token advantages -loss, the lab's policy_loss *is* the aggregation of
-    # those per-token losses; tests/test_trl_parity.py shows it equals TRL's _compute_loss for each loss_type.
+    # those per-token losses; tests/integration/test_trl_parity.py shows it equals TRL's _compute_loss for
+    # each loss_type.
     zeros = torch.zeros_like(per_token_loss)
     loss, _ = policy_loss(
         zeros,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "grpo_lab"
+PACKAGE = Path(__file__).resolve().parents[2] / "grpo_lab"
 # A folder (or top-level module) may import from itself and from those before it.
 LAYERS = ("core", "io", "lab", "algorithms", "train", "study", "scale", "bench", "course", "cli")
 RANK = {layer: rank for rank, layer in enumerate(LAYERS)}

@@ -20,7 +20,7 @@ from grpo_lab.lab.models import build_char_tokenizer, load_policy, resolve_model
 from grpo_lab.lab.rollout import encode_prompts
 from grpo_lab.lab.tasks import SUM3_CHARS, sum3_completion, sum3_prompt
 
-ASSET_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny-sum3"
+ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "tiny-sum3"
 
 
 def qwen_id(ch: str) -> int:

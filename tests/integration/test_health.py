@@ -15,7 +15,7 @@ import pytest
 from grpo_lab.scale.export import export_recipe
 from grpo_lab.scale.health import group_health, with_group_health
 
-TINY = str(Path(__file__).resolve().parents[1] / "assets" / "tiny-sum3")
+TINY = str(Path(__file__).resolve().parents[2] / "assets" / "tiny-sum3")
 
 
 def test_group_health_by_hand():

@@ -15,7 +15,7 @@ import torch
 from grpo_lab.cli import doctor
 from grpo_lab.cli.main import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _missing(*names):

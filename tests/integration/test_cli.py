@@ -20,7 +20,7 @@ import pytest
 from grpo_lab.cli.main import main
 from grpo_lab.io import save_json
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TINY_TRAIN = ["train", "--algo", "grpo", "--steps", "1", "--prompts", "2", "--group-size", "2",
               "--max-new-tokens", "12", "--n-eval", "4", "--quiet"]  # fmt: skip
 

@@ -33,7 +33,7 @@ from grpo_lab.scale.export import MARKER, effective_algorithm, export_recipe
 from grpo_lab.scale.trl_recipe import ACCELERATE_CONFIGS, rollout_arithmetic, trl_settings
 from grpo_lab.scale.verl_recipe import verl_overrides
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 verl_python = verl_env.verl_python  # the fixture
 TINY = str(ROOT / "assets" / "tiny-sum3")
 

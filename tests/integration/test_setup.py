@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's install selector, "CPU" row
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # A make target, given to .ci/run instead of `test`, that reports the environment make runs its recipes in.
 PROBE = (

@@ -29,7 +29,7 @@ import pytest
 
 from grpo_lab.course import exercises
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 ANSWERS = ROOT / "docs" / "answers.md"
 

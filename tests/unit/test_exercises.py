@@ -471,7 +471,7 @@ def _mystery_tool():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "tools" / "mystery_run.py"
+    path = Path(__file__).resolve().parents[2] / "tools" / "mystery_run.py"
     spec = importlib.util.spec_from_file_location("mystery_run", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
