@@ -726,11 +726,11 @@ def test_without_an_atomic_swap_a_kill_between_the_renames_is_recovered(
             raise KeyboardInterrupt  # the process stops here
         return real_rename(src, dst)
 
-    monkeypatch.setattr(trainer_mod.os, "rename", rename)
+    monkeypatch.setattr(os, "rename", rename)
     trainer.train(1, progress=False)
     with pytest.raises(KeyboardInterrupt):
         trainer.save(tmp_path / "ckpt")
-    monkeypatch.setattr(trainer_mod.os, "rename", real_rename)
+    monkeypatch.setattr(os, "rename", real_rename)
     assert not (tmp_path / "ckpt").exists()  # between the renames
     resumed = Trainer.resume(tmp_path / "ckpt", task=small_task)  # the old one is put back
     assert resumed.step == 1
