@@ -36,33 +36,24 @@ def explore(draw: Callable[..., object], **controls: ipywidgets.Widget) -> ipywi
     return box
 
 
-def _float(value, lo, hi, step, description, fmt=".2f"):
+# Every slider redraws when released, not while dragged (each redraw is a whole figure), and shows its
+# label whole rather than cut to a fixed width.
+_SLIDER_LOOK = {"continuous_update": False, "style": {"description_width": "initial"}}
+
+
+def _float(
+    value: float, lo: float, hi: float, step: float, description: str, fmt: str = ".2f"
+) -> ipywidgets.FloatSlider:
     import ipywidgets as w
 
-    return w.FloatSlider(
-        value=value,
-        min=lo,
-        max=hi,
-        step=step,
-        description=description,
-        readout_format=fmt,
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
+    return w.FloatSlider(value=value, min=lo, max=hi, step=step, description=description, readout_format=fmt,
+                         **_SLIDER_LOOK)
 
 
 def _int_slider(value: int, lo: int, hi: int, description: str) -> ipywidgets.IntSlider:
     import ipywidgets as w
 
-    return w.IntSlider(
-        value=value,
-        min=lo,
-        max=hi,
-        step=1,
-        description=description,
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
+    return w.IntSlider(value=value, min=lo, max=hi, step=1, description=description, **_SLIDER_LOOK)
 
 
 def clip_explorer(

@@ -9,8 +9,8 @@ or predicts an outcome (or diagnoses a run) by letter, and ``ask`` replies to th
 
 Every checker runs several cases, including the edge cases that bite (an all-equal group, a
 clipped token, padding), and reports the first failure with the input, what was expected, what
-came back, and a hint. The exercises are in ``bank.py``, the lettered questions in ``questions.py``;
-this file is what a learner calls.
+came back, and a hint. The exercises are in ``bank_00_04.py`` and ``bank_05_10.py`` (registered in
+``bank.py``), the lettered questions in ``questions.py``; this file is what a learner calls.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import bank_00_04, bank_05_10  # noqa: F401  (importing them registers their exercises)
 from .bank import EXERCISES, Exercise
 from .questions import QUESTIONS, Question, mystery_token_weights
 
