@@ -49,6 +49,11 @@ _CRITIC = (_is_gae, "only the critic uses it (advantage='gae', as in --algo ppo)
 _GFPO = (lambda a: a.advantage == "gfpo", "only GFPO uses it (advantage='gfpo', as in --algo gfpo)")
 
 
+def _while_on(flag: str, user: str) -> tuple[Callable[[Algorithm], bool], str]:
+    """``used_when`` for a field read only while DAPO's boolean field ``flag`` is on."""
+    return (lambda a: getattr(a, flag), f"only {user} uses it ({flag}=true, as in --algo dapo)")
+
+
 def _field(
     default: Any,
     stage: str,
@@ -120,29 +125,13 @@ class Algorithm:
     # --- sampling and filters ---
     dynamic_sampling: bool = _field(False, "sampling")
     """DAPO: drop groups whose rewards are all equal and sample more until the batch is full."""
-    max_gen_batches: int = _field(
-        4,
-        "sampling",
-        low=1,
-        used_when=(
-            lambda a: a.dynamic_sampling,
-            "only dynamic sampling uses it (dynamic_sampling=true, as in --algo dapo)",
-        ),
-    )
+    max_gen_batches: int = _field(4, "sampling", low=1, used_when=_while_on("dynamic_sampling", "dynamic sampling"))
     """DAPO: give up refilling after this many generation rounds (train on what was kept)."""
     overlong_filter: bool = _field(False, "sampling")
     """DAPO: mask the loss of truncated completions (off in DAPO's best runs; soft penalty instead)."""
     overlong_penalty: bool = _field(False, "reward")
     """DAPO eq. 13: add the soft overlong punishment to the reward."""
-    overlong_cache: int = _field(
-        8,
-        "reward",
-        low=1,
-        used_when=(
-            lambda a: a.overlong_penalty,
-            "only the overlong penalty uses it (overlong_penalty=true, as in --algo dapo)",
-        ),
-    )
+    overlong_cache: int = _field(8, "reward", low=1, used_when=_while_on("overlong_penalty", "the overlong penalty"))
     """L_cache: the penalty ramps from max_new_tokens - overlong_cache to max_new_tokens."""
     gfpo_group_size: int | None = _field(None, "sampling", low=2, used_when=_GFPO)
     """GFPO: how many to sample per prompt (G); the lab's group_size is then k, the number kept."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from ..io import first_line
 from ..lab.memory import peak_rss_mb
@@ -44,6 +45,14 @@ class Check:
 def _import(name: str):
     """Import a module by name (tests replace this to make a module look missing)."""
     return importlib.import_module(name)
+
+
+def _import_or_fail(name: str) -> tuple[Any, Check | None]:
+    """``(module, None)``, or ``(None, a FAIL line)`` where it cannot be imported."""
+    try:
+        return _import(name), None
+    except ImportError as err:
+        return None, Check(name, "FAIL", f"not importable ({err}): {REINSTALL}")
 
 
 def _version(dist: str) -> str | None:
@@ -78,10 +87,9 @@ def check_python(
 
 
 def check_torch() -> Check:
-    try:
-        torch = _import("torch")
-    except ImportError as err:
-        return Check("torch", "FAIL", f"not importable ({err}): {REINSTALL}")
+    torch, failed = _import_or_fail("torch")
+    if failed:
+        return failed
     version = torch.__version__.split("+")[0]
     if not _in_range(version, TESTED["torch"]):
         return Check("torch", "FAIL", f"{torch.__version__} is outside the tested range {TESTED['torch']}: {REINSTALL}")
@@ -113,10 +121,9 @@ def check_torch() -> Check:
 
 
 def check_transformers() -> Check:
-    try:
-        transformers = _import("transformers")
-    except ImportError as err:
-        return Check("transformers", "FAIL", f"not importable ({err}): {REINSTALL}")
+    transformers, failed = _import_or_fail("transformers")
+    if failed:
+        return failed
     v = transformers.__version__
     if not _in_range(v, TESTED["transformers"]):
         return Check(
@@ -283,10 +290,9 @@ def check_jupyter_on_path(which: Callable[[str], str | None] | None = None) -> C
 
 def check_matplotlib() -> Check:
     """Plots render to PNG (what a notebook shows) and notebooks can draw inline."""
-    try:
-        matplotlib = _import("matplotlib")
-    except ImportError as err:
-        return Check("matplotlib", "FAIL", f"not importable ({err}): {REINSTALL}")
+    matplotlib, failed = _import_or_fail("matplotlib")
+    if failed:
+        return failed
     import io
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg

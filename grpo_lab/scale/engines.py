@@ -23,6 +23,8 @@ VERL_VERSION = "0.9.1"
 ENGINES = ("trl", "verl")
 A = "actor_rollout_ref.actor"
 R = "actor_rollout_ref.rollout"
+_REWARD_LOOP = "experimental/reward_loop/reward_loop.py"
+_DAPO_REWARD = "experimental/reward_loop/reward_manager/dapo.py"
 
 
 def as_algorithm(algo: str | Algorithm) -> Algorithm:
@@ -212,18 +214,9 @@ VERL_READS: dict[str, tuple[str, str]] = {
     "trainer.use_v1": ("trainer/main_ppo.py", "if config.trainer.use_v1:"),
     "algorithm.filter_groups.max_num_gen_batches": ("trainer/ppo/v1/trainer_base.py", "is ignored by the built-in V1"),
     "reward.reward_manager.name": ("trainer/ppo/reward.py", "get_reward_manager_cls(reward_manager_cfg.name)"),
-    "+reward.reward_kwargs.overlong_buffer_cfg.enable": (
-        "experimental/reward_loop/reward_manager/dapo.py",
-        "self.overlong_buffer_cfg.enable",
-    ),
-    "+reward.reward_kwargs.max_resp_len": (
-        "experimental/reward_loop/reward_manager/dapo.py",
-        '.get("max_resp_len", None)',
-    ),
-    "+reward.reward_kwargs.overlong_buffer_cfg.len": (
-        "experimental/reward_loop/reward_manager/dapo.py",
-        "self.overlong_buffer_cfg.len",
-    ),
+    "+reward.reward_kwargs.overlong_buffer_cfg.enable": (_DAPO_REWARD, "self.overlong_buffer_cfg.enable"),
+    "+reward.reward_kwargs.max_resp_len": (_DAPO_REWARD, '.get("max_resp_len", None)'),
+    "+reward.reward_kwargs.overlong_buffer_cfg.len": (_DAPO_REWARD, "self.overlong_buffer_cfg.len"),
     f"{A}.ppo_mini_batch_size": ("trainer/ppo/v1/trainer_base.py", "actor_global_mini_batch_size = self.config."),
     f"{A}.ppo_epochs": ("trainer/ppo/v1/trainer_base.py", '"epochs": self.config.actor_rollout_ref.actor.ppo_epochs'),
     "algorithm.gamma": ("trainer/ppo/v1/trainer_base.py", "gamma=self.config.algorithm.gamma"),
@@ -242,10 +235,7 @@ VERL_READS: dict[str, tuple[str, str]] = {
     "trainer.logger": ("trainer/ppo/v1/trainer_base.py", "default_backend=self.config.trainer.logger"),
     "trainer.log_val_generations": ("trainer/ppo/v1/trainer_base.py", "self.config.trainer.log_val_generations"),
     "trainer.rollout_data_dir": ("trainer/ppo/v1/trainer_base.py", 'get("rollout_data_dir", None)'),
-    "reward.custom_reward_function.path": (
-        "experimental/reward_loop/reward_loop.py",
-        "self.config.reward.custom_reward_function.path",
-    ),
+    "reward.custom_reward_function.path": (_REWARD_LOOP, "self.config.reward.custom_reward_function.path"),
     "reward.custom_reward_function.name": ("trainer/ppo/reward.py", 'config.reward.get("custom_reward_function")'),
 }
 """Where verl 0.9.1 reads each key of ``SETTINGS``: (file under the verl package, a fragment of the reading line)."""
