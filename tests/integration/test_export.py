@@ -359,7 +359,8 @@ import importlib.util, json, os, sys
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 spec = importlib.util.find_spec("verl")
-with initialize_config_dir(config_dir=os.path.join(os.path.dirname(spec.origin), "trainer", "config"), version_base=None):
+config_dir = os.path.join(os.path.dirname(spec.origin), "trainer", "config")
+with initialize_config_dir(config_dir=config_dir, version_base=None):
     cfg = compose(config_name="ppo_trainer", overrides=json.loads(sys.argv[1]))
 OmegaConf.resolve(cfg)  # as verl's main_ppo does before the trainer reads the config
 print(json.dumps([cfg.actor_rollout_ref.actor.loss_scale_factor, cfg.reward.reward_kwargs.max_resp_len]))
@@ -374,7 +375,10 @@ def test_the_length_keys_follow_a_response_length_given_on_the_command_line(verl
     overrides = [o for o in dapo if not o.startswith(keys[0])] + [o for o in dr if o.startswith(keys[0])]
     proc = subprocess.run(
         [verl_python, "-c", _RESOLVE, json.dumps(overrides + ["data.max_response_length=2048"])],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout) == [2048, 2048]
