@@ -60,7 +60,8 @@ AT_SCALE: tuple[ScaleRow, ...] = (
         "overlong cache (DAPO)",
         8,
         256,
-        "DAPO (Yu et al. 2025): 4096 of 20480 tokens; the lab and the recipe keep a quarter of the budget",
+        "DAPO (Yu et al. 2025): 4096 of a 20480-token budget, a fifth of it (a quarter of the 16384 unpenalised "
+        "tokens); the lab (8 of 32) and the recipe (256 of 1024) take a quarter of theirs",
         "the soft penalty ramps over the last quarter of the generation budget",
     ),
     ScaleRow(

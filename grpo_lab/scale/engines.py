@@ -64,8 +64,9 @@ SETTINGS: tuple[Setting, ...] = (
         "seed",
         ("seed",),
         ("data.seed", f"{R}.seed"),
-        "verl 0.9.1 has no trainer.seed: data.seed seeds the prompt sampler, rollout.seed vLLM's sampling "
-        "(plus the replica's rank)",
+        "verl 0.9.1 has no trainer.seed: data.seed seeds the prompt sampler, rollout.seed is the vLLM engine's "
+        "seed (plus the replica's rank; per-request seeds only with rollout.full_determinism); "
+        "actor.data_loader_seed and actor.fsdp_config.seed keep their default, 42",
     ),
     Setting("advantage", (), ("algorithm.adv_estimator",), "grpo or gae (a critic); TRL has no critic"),
     Setting(
@@ -172,8 +173,10 @@ SETTINGS: tuple[Setting, ...] = (
         "tracking",
         ("report_to", "log_completions"),
         ("trainer.logger", "trainer.log_val_generations", "trainer.rollout_data_dir"),
-        "TRL's log_completions prints a table and sends it to wandb/trackio only; verl's tensorboard logger also "
-        "takes the validation generations, rollout_data_dir writes every training completion as JSON lines",
+        "TRL's log_completions writes the last generation batch (prompt, completion, rewards, advantage) to "
+        "OUTPUT_DIR/completions/completions_STEP.parquet at each logging step, prints a sample only if rich is "
+        "installed and sends the table to wandb/trackio only; verl's tensorboard logger also takes the validation "
+        "generations, rollout_data_dir writes every training completion as JSON lines",
     ),
     Setting(
         "reward file",
@@ -265,8 +268,9 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "reward_std_within_group",
         "",
-        "not logged: TRL's reward_std is the std over the whole batch (nanstd(rewards)), high even when every "
-        "group is all-right or all-wrong; the exported recipe logs health/reward_std_within_group",
+        "not logged: TRL's reward_std is the std over the whole batch (nanstd(rewards)), which can stay high when "
+        "every group has zero std (a mix of all-right and all-wrong groups); the exported recipe logs "
+        "health/reward_std_within_group",
         "",
         "not logged",
     ),
@@ -276,7 +280,8 @@ METRICS: tuple[Metric, ...] = (
         "share of completions whose group's reward std is 0 (per group when scale_rewards is group or none; "
         "for scale_rewards=batch it tests the batch std)",
         "training/filter_groups/evicted_samples",
-        "with filter_groups on: completions evicted because their group's metric was all equal (a count)",
+        "with filter_groups on: the number of prompt groups evicted in the step because their metric was all "
+        "equal (len(dapo_uids), summed over the replay buffer's polls); absent when none",
         ("trainer/ppo/v1/replay_buffer.py", '/filter_groups/evicted_samples"] = len(dapo_uids)'),
     ),
     Metric(
@@ -307,9 +312,10 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "clip_frac",
         "clip_ratio/region_mean",
-        "share of completion tokens clipped at either bound (low_mean and high_mean split it)",
+        "share of completion tokens whose clip cuts the gradient, (r < 1 - eps and A < 0) or (r > 1 + eps_high "
+        "and A > 0) (low_mean and high_mean split it); with importance_sampling_level=sequence, share of sequences",
         "actor/pg_clipfrac",
-        "share of tokens where the clipped term is the larger loss (vanilla loss)",
+        "share of tokens where the clipped term is the larger loss, per token for vanilla and gspo alike",
         ("trainer/ppo/core_algos.py", '"actor/pg_clipfrac": pg_clipfrac.detach().item()'),
     ),
 )

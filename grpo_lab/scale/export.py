@@ -13,12 +13,13 @@ half-written recipe; ``out`` must be empty, new, or a recipe this command wrote 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import tempfile
 from pathlib import Path
 
-from ..algorithms import Algorithm
+from ..algorithms import Algorithm, get_algorithm
 from ..core.checks import check_choice
 from .at_scale import NUM_GPUS, scale_table, updates_per_rollout
 from .engines import ENGINES, VERL_VERSION, as_algorithm, refusal
@@ -30,6 +31,19 @@ from .verl_recipe import NO_DUAL_CLIP, dual_clip, verl_files, verl_overrides
 
 MARKER = ".grpo_lab_recipe.json"
 """Written into every recipe folder: the files export wrote, so a later export may replace exactly those."""
+
+
+def set_flags(a: Algorithm) -> list[tuple[str, object]]:
+    """The fields of ``a`` that differ from its preset ``a.name`` (what ``--set`` changed); empty for a custom name."""
+    try:
+        preset = get_algorithm(a.name)
+    except ValueError:
+        return []
+    return [
+        (f.name, getattr(a, f.name))
+        for f in dataclasses.fields(a)
+        if f.name != "name" and getattr(a, f.name) != getattr(preset, f.name)
+    ]
 
 
 def effective_algorithm(algo: str | Algorithm, engine: str) -> tuple[list[str], list[str]]:
@@ -48,8 +62,9 @@ def effective_algorithm(algo: str | Algorithm, engine: str) -> tuple[list[str], 
     warnings = []
     if not acts:
         warnings.append(
-            f"clip_low {a.clip_low} and clip_high {high} cannot act: with 1 update per rollout every ratio is "
-            "exactly 1 (the update is on-policy)"
+            f"clip_low {a.clip_low} and clip_high {high} cannot act: with 1 update per rollout the old log-probs come "
+            "from the weights being updated, so every ratio is 1 up to recompute noise (TRL recomputes them in a "
+            "separate forward pass when vLLM's correction is on, verl always recomputes old_log_prob)"
         )
     if engine == "trl":
         s = trl_settings(a)
@@ -57,9 +72,15 @@ def effective_algorithm(algo: str | Algorithm, engine: str) -> tuple[list[str], 
             "dual clip: " + (f"delta={s['delta']}" if "delta" in s else "none (delta unset)"),
             f"aggregation: loss_type={s['loss_type']}",
             "KL: " + (f"beta={s['beta']} (k3 in the loss)" if s["beta"] else "none (beta=0: no reference model)"),
-            f"seeds: seed={s['seed']} (model init, sampling, data order)",
+            "vLLM/trainer mismatch: vllm_importance_sampling_correction=True, mode sequence_mask (TRL's defaults): "
+            "one ratio exp(sum_t(logp_train - logp_vllm)) per completion weights its loss, unclipped; a completion "
+            "whose ratio exceeds vllm_importance_sampling_clip_max=3 gets loss 0",
+            f"seeds: seed={s['seed']} sets the data order and transformers' sampling (--vllm-mode none); vLLM's seed "
+            "is the process index (divided by the tensor-parallel size); a pretrained model is not initialised from it",
             f"epochs: num_train_epochs={s['num_train_epochs']} pass over the data, num_iterations={s['num_iterations']}",
         ]
+        if dict(set_flags(a)).get("dynamic_sampling") is False:
+            lines.append("dynamic sampling: off (TRL has none)")
     else:
         o = dict(x.lstrip("+").split("=", 1) for x in verl_overrides(a))
         c = dual_clip(a)
@@ -78,9 +99,20 @@ def effective_algorithm(algo: str | Algorithm, engine: str) -> tuple[list[str], 
             "dual clip: " + dual,
             f"aggregation: loss_agg_mode={o['actor_rollout_ref.actor.loss_agg_mode']}",
             "KL: " + kl,
-            f"seeds: data.seed={o['data.seed']}, actor_rollout_ref.rollout.seed={o['actor_rollout_ref.rollout.seed']}",
-            f"epochs: trainer.total_epochs={o['trainer.total_epochs']} pass over the data, "
-            f"ppo_epochs={o['actor_rollout_ref.actor.ppo_epochs']}",
+            "vLLM/trainer mismatch: no correction (algorithm.rollout_correction.rollout_is: null, verl's default)",
+            f"seeds: data.seed={o['data.seed']} (the prompt sampler), "
+            f"actor_rollout_ref.rollout.seed={o['actor_rollout_ref.rollout.seed']} (the vLLM engine's seed plus the "
+            "replica's rank; per-request seeds only with rollout.full_determinism=true); actor.data_loader_seed and "
+            "actor.fsdp_config.seed keep their default, 42",
+            f"epochs: trainer.total_epochs={o['trainer.total_epochs']}: the V1 trainer runs len(train.parquet) // "
+            "data.train_batch_size rollouts"
+            + (
+                ", and dynamic sampling's refills draw more prompts from the same dataloader, which restarts when it "
+                "runs out: more than one pass of prompts is drawn"
+                if a.dynamic_sampling
+                else ""
+            )
+            + f"; ppo_epochs={o['actor_rollout_ref.actor.ppo_epochs']}",
         ]
         if a.dynamic_sampling and a.max_gen_batches:
             warnings.append(
@@ -92,7 +124,8 @@ def effective_algorithm(algo: str | Algorithm, engine: str) -> tuple[list[str], 
 
 def _readme(a: Algorithm, engine: str, model: str, task: str, summary: list[str], warnings: list[str]) -> str:
     head = f"# {a.name} on {task} with {'TRL' if engine == 'trl' else 'verl ' + VERL_VERSION}\n\n"
-    body = f"Exported by `python -m grpo_lab export --algo {a.name} --engine {engine} --task {task}`.\n\n"
+    sets = "".join(f" --set {k}={json.dumps(v)}" for k, v in set_flags(a))
+    body = f"Exported by `python -m grpo_lab export --algo {a.name}{sets} --engine {engine} --task {task}`.\n\n"
     body += f"Install: `{TRL_INSTALL if engine == 'trl' else VERL_INSTALL}`\n\n## The algorithm this recipe runs\n\n"
     body += "".join(f"- {line}\n" for line in summary) + "".join(f"- warning: {w}\n" for w in warnings) + "\n"
     if engine == "trl":
@@ -114,28 +147,43 @@ def _readme(a: Algorithm, engine: str, model: str, task: str, summary: list[str]
             "processes the script multiplies steps_per_generation and gradient_accumulation_steps by the same factor, "
             "so both numbers stay.\n\n"
             "## Checkpoints, validation, tracking\n\n"
-            f"A checkpoint every {s['save_steps']} optimiser steps, the last {s['save_total_limit']} kept; a run "
-            "started again with the same --output-dir resumes from the last one. Validation every "
-            f"{s['eval_steps']} steps samples {s['num_generations_eval']} completions per test prompt at the "
+            f"A checkpoint every {s['save_steps']} optimiser steps ({arith['optimiser_steps_per_rollout']} per "
+            f"rollout here), the last {s['save_total_limit']} kept; a run started again with the same --output-dir "
+            f"resumes from the last one. Validation every {s['eval_steps']} optimiser steps samples "
+            f"{s['num_generations_eval']} completions per prompt of the held-out split (`--n-eval` prompts, 256 by default) at the "
             "training temperature. Metrics go to TensorBoard (`report_to=tensorboard`, offline: "
-            "`tensorboard --logdir OUTPUT_DIR/runs`); `log_completions=True` prints a sample of completions at "
-            "each logging step (TRL sends that table only to wandb or trackio).\n\n"
+            "`tensorboard --logdir OUTPUT_DIR/runs`). `log_completions=True` writes the last generation batch "
+            "(prompt, completion, each reward, advantage) to `OUTPUT_DIR/completions/completions_STEP.parquet` at "
+            "each logging step, and prints a sample of it only if `rich` is installed (TRL sends the table itself "
+            "only to wandb or trackio).\n\n"
             "## Generation: vLLM, colocated or a server\n\n"
             '- `vllm_mode="colocate"` (default here): vLLM runs inside each training process and, with '
             "`vllm_enable_sleep_mode`, releases its memory during the optimiser step.\n"
             "- `./launch.sh server GPUS`: `trl vllm-serve` on one more GPU; the training GPUs keep all their memory.\n"
-            "- With vLLM, `vllm_importance_sampling_correction=True` (TRL's default) multiplies each per-token loss "
-            "by a truncated ratio between the trainer's and vLLM's probabilities.\n\n"
+            "- With vLLM, `vllm_importance_sampling_correction=True` in mode `sequence_mask` (TRL's defaults) "
+            "recomputes the trainer's log-probs of each completion and takes one ratio per completion, "
+            "exp(sum over its tokens of logp_trainer - logp_vLLM). A completion whose ratio is above "
+            "`vllm_importance_sampling_clip_max=3` gets loss 0; otherwise the ratio multiplies its loss, "
+            "unclipped.\n"
+            f"- Seeds: `seed={s['seed']}` sets the data order and transformers' sampling (`--vllm-mode none`); vLLM's "
+            "seed is the process index (divided by `vllm_tensor_parallel_size`). A pretrained model is not "
+            "initialised from it.\n\n"
         )
     else:
         body += (
             "Files: `prepare_data.py` (parquet), `reward.py` (`compute_score`), `run.sh` "
             "(`./run.sh [GPUS] [key=value ...]`: `python -m verl.trainer.main_ppo` with its overrides).\n\n"
-            "Checkpoints: `trainer.save_freq`, the last `trainer.max_actor_ckpt_to_keep` kept, "
-            "`trainer.resume_mode=auto` resumes from `trainer.default_local_dir`. Validation: `trainer.test_freq`, "
-            "sampled (`val_kwargs.do_sample=true`, `val_kwargs.n`). Tracking: `trainer.logger=[console,tensorboard]` "
+            "Checkpoints: every `trainer.save_freq` rollouts, the last `trainer.max_actor_ckpt_to_keep` kept, "
+            "`trainer.resume_mode=auto` resumes from `trainer.default_local_dir`. Validation: every "
+            "`trainer.test_freq` rollouts and once before training (`trainer.val_before_train`, true by default), "
+            "on the whole test parquet, sampled (`val_kwargs.do_sample=true`, `val_kwargs.n`). Tracking: `trainer.logger=[console,tensorboard]` "
             "(TensorBoard files under `tensorboard_log/`), `trainer.log_val_generations` validation completions to "
             "TensorBoard, every training completion as JSON lines under `trainer.rollout_data_dir`.\n\n"
+            "Overriding on the command line: `actor_rollout_ref.actor.loss_scale_factor` and "
+            "`+reward.reward_kwargs.max_resp_len` (where set) follow `data.max_response_length` (Hydra "
+            "interpolations), the overlong buffer's `len` does not; `actor_rollout_ref.actor.ppo_mini_batch_size` "
+            "does not follow `data.train_batch_size`, so changing the batch changes the updates per rollout "
+            "(train_batch_size / ppo_mini_batch_size): override both together.\n\n"
         )
         if a.dynamic_sampling or a.overlong_penalty:
             body += (

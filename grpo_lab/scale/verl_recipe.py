@@ -111,7 +111,7 @@ def verl_overrides(
         f"trainer.experiment_name={name}",
     ]
     if a.aggregation == "seq_mean_token_sum_norm":  # Dr. GRPO's constant: the budget, not the padded width
-        o.append(f"{actor}.loss_scale_factor={max_len}")
+        o.append(f"{actor}.loss_scale_factor=${{data.max_response_length}}")
     if a.advantage == "group":
         o.append(f"algorithm.norm_adv_by_std_in_grpo={str(a.scale != 'none').lower()}")
     if a.beta > 0 and not a.kl_in_reward:
@@ -148,8 +148,9 @@ def verl_overrides(
         o.append("reward.reward_manager.name=dapo")  # the reward loop's dapo manager: acc + overlong buffer
     if a.overlong_penalty:
         # Not keys of verl's trainer config: the dapo reward manager reads reward.reward_kwargs, appended with "+".
+        # max_resp_len interpolates data.max_response_length (resolved by main_ppo), so overriding one moves both.
         o += [
-            f"+reward.reward_kwargs.max_resp_len={max_len}",
+            "+reward.reward_kwargs.max_resp_len=${data.max_response_length}",
             "+reward.reward_kwargs.overlong_buffer_cfg.enable=true",
             f"+reward.reward_kwargs.overlong_buffer_cfg.len={VALUE['overlong cache (DAPO)']}",
             "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0",
@@ -165,7 +166,11 @@ def run_script(overrides: list[str]) -> str:
         "#!/usr/bin/env bash\n"
         f"# verl {VERL_VERSION}. Install: {INSTALL}\n"
         "# python prepare_data.py first. ./run.sh [GPUS] [key=value ...]: GPUS sets trainer.n_gpus_per_node\n"
-        "# (default " + str(NUM_GPUS) + "); later key=value arguments override the recipe's.\n"
+        "# (default " + str(NUM_GPUS) + "); later key=value arguments override the recipe's. Couplings:\n"
+        "# actor.loss_scale_factor (Dr. GRPO) and +reward.reward_kwargs.max_resp_len (DAPO) follow\n"
+        "# data.max_response_length; the overlong buffer's len does not. actor.ppo_mini_batch_size is a size in\n"
+        "# prompts: a new data.train_batch_size changes the updates per rollout\n"
+        "# (train_batch_size / ppo_mini_batch_size) unless you override both.\n"
         'set -euo pipefail\ncd "$(dirname "$0")"\n'
         f'GPUS={NUM_GPUS}\nif [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then GPUS="$1"; shift; fi\n'
         f'python -m verl.trainer.main_ppo \\\n    {lines} \\\n    "trainer.n_gpus_per_node=$GPUS" \\\n    "$@"\n'

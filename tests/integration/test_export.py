@@ -302,7 +302,7 @@ VERL_EXPECTED = {  # hand values: the presets at scale, in verl's keys
     "dr_grpo": {
         "algorithm.norm_adv_by_std_in_grpo": False,
         "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-sum-norm",
-        "actor_rollout_ref.actor.loss_scale_factor": 1024,
+        "actor_rollout_ref.actor.loss_scale_factor": "${data.max_response_length}",
     },
     "gspo": {
         "actor_rollout_ref.actor.policy_loss.loss_mode": "gspo",
@@ -318,7 +318,7 @@ VERL_EXPECTED = {  # hand values: the presets at scale, in verl's keys
         "algorithm.filter_groups.metric": "acc",
         "trainer.use_v1": True,
         "reward.reward_manager.name": "dapo",
-        "reward.reward_kwargs.max_resp_len": 1024,
+        "reward.reward_kwargs.max_resp_len": "${data.max_response_length}",
         "reward.reward_kwargs.overlong_buffer_cfg.enable": True,
         "reward.reward_kwargs.overlong_buffer_cfg.len": 256,
         "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": 1.0,
@@ -352,6 +352,36 @@ def test_the_verl_overrides_compose_with_verls_own_config(verl_python, algo, tmp
     export_recipe(algo, "verl", "Qwen/Qwen2.5-1.5B-Instruct", "gsm8k", tmp_path)
     run = (tmp_path / "run.sh").read_text()
     assert "python -m verl.trainer.main_ppo" in run and all(f"    {shlex.quote(o)} \\\n" in run for o in overrides)
+
+
+_RESOLVE = r"""
+import importlib.util, json, os, sys
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+spec = importlib.util.find_spec("verl")
+config_dir = os.path.join(os.path.dirname(spec.origin), "trainer", "config")
+with initialize_config_dir(config_dir=config_dir, version_base=None):
+    cfg = compose(config_name="ppo_trainer", overrides=json.loads(sys.argv[1]))
+OmegaConf.resolve(cfg)  # as verl's main_ppo does before the trainer reads the config
+print(json.dumps([cfg.actor_rollout_ref.actor.loss_scale_factor, cfg.reward.reward_kwargs.max_resp_len]))
+"""
+
+
+def test_the_length_keys_follow_a_response_length_given_on_the_command_line(verl_python):
+    """run.sh appends the user's key=value after the recipe's: the Dr. GRPO constant and DAPO's max_resp_len must
+    follow a new data.max_response_length instead of keeping 1024."""
+    dr, dapo = verl_overrides("dr_grpo"), verl_overrides("dapo")
+    keys = ("actor_rollout_ref.actor.loss_scale_factor=", "+reward.reward_kwargs.max_resp_len=")
+    overrides = [o for o in dapo if not o.startswith(keys[0])] + [o for o in dr if o.startswith(keys[0])]
+    proc = subprocess.run(
+        [verl_python, "-c", _RESOLVE, json.dumps(overrides + ["data.max_response_length=2048"])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout) == [2048, 2048]
 
 
 def test_a_misspelled_or_unknown_verl_key_fails(verl_python):
@@ -516,3 +546,15 @@ def test_the_exported_gsm8k_recipes_run_offline_on_a_local_chat_model_and_files(
     rows = pd.read_parquet(tmp_path / "verl" / "data" / "gsm8k" / "train.parquet")
     assert len(rows) == 12 and rows.iloc[3]["reward_model"]["ground_truth"] == "8"
     assert [m["role"] for m in rows.iloc[0]["prompt"]] == ["system", "user"]
+
+
+def test_a_readme_names_the_set_flags_and_what_the_engine_lacks(tmp_path):
+    out = tmp_path / "d"
+    args = ["export", "--algo", "dapo", "--set", "dynamic_sampling=false", "--engine", "trl", "--out", str(out)]
+    assert main(args + ["--task", "gsm8k"]) == 0
+    text = (out / "README.md").read_text()
+    assert "`python -m grpo_lab export --algo dapo --set dynamic_sampling=false --engine trl --task gsm8k`" in text
+    assert "- dynamic sampling: off (TRL has none)\n" in text
+    export_recipe("grpo", "trl", "m", "gsm8k", tmp_path / "g")
+    text = (tmp_path / "g" / "README.md").read_text()
+    assert "--algo grpo --engine trl" in text and "dynamic sampling" not in text
