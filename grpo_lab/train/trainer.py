@@ -2,7 +2,8 @@
 
 collect (sample prompts, roll out G completions each) -> score -> filter (DAPO's dynamic sampling,
 GFPO's top-k) -> advantages (``estimators.py``) -> update (for each epoch and mini-batch: the policy
-loss, + KL, + value loss for PPO, then a guarded optimiser step) -> log the step's metrics.
+loss, + KL, + value loss for PPO, then a guarded optimiser step) -> log the step's metrics
+(``step_metrics.py``).
 
 The algorithm is data (``algorithms.Algorithm``); this file and the estimators are the only places
 that act on it. The batch types are described in ``batch.py``.
@@ -23,7 +24,7 @@ from tqdm.auto import tqdm
 from ..core.advantages import adaptive_k, dynamic_sampling_keep, gfpo_keep, reward_quartiles
 from ..core.checks import check_positive_int
 from ..core.kl import kl_estimate
-from ..core.losses import POLICY_LOSS_STATS, masked_mean, policy_loss, value_loss
+from ..core.losses import masked_mean, policy_loss, value_loss
 from ..core.rewards import soft_overlong_penalty
 from ..io import stop_on_signal
 from ..io import take_stop_request as _take_stop_request
@@ -36,49 +37,12 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .config import MAX_SEED, TrainConfig
 from .critic import ValueModel
 from .estimators import ADVANTAGE_ESTIMATORS
+from .step_metrics import reduce_updates, sample_metrics, sampling_stats
 
 __all__ = [  # the names other modules and notebooks import from here, some defined elsewhere
     "ADVANTAGE_ESTIMATORS", "Advantages", "Batch", "MAX_SEED", "Sampled", "TrainConfig", "Trainer", "UpdateBatch",
     "ValueModel", "peak_memory_mb",
 ]  # fmt: skip
-
-def _sampling_stats(correct: torch.Tensor, rewards: torch.Tensor, group_size: int) -> dict[str, float]:
-    """Two numbers about the groups as sampled, before any filter.
-
-    ``zero_std_frac``: the share of groups whose answers are all right or all wrong (correctness,
-    the quantity DAPO's filter tests). ``reward_std_within_group``: the standard deviation (N-1) of
-    the *rewards* (shaped, as the advantages see them) within each group, averaged over groups;
-    for every algorithm the same quantity, on the first generation round. Both are NaN for groups
-    of one (PPO may sample a single completion per prompt): such groups have no spread to measure.
-    """
-    if group_size < 2:
-        return {"zero_std_frac": float("nan"), "reward_std_within_group": float("nan")}
-    return {
-        "zero_std_frac": float(1 - dynamic_sampling_keep(correct, group_size).float().mean()),
-        "reward_std_within_group": float(rewards.view(-1, group_size).std(dim=1).mean()),
-    }
-
-
-def _reduce_updates(outs: list[dict[str, float]]) -> dict[str, float]:
-    """One step's numbers from its optimiser steps' stats: every key any update reported, as the
-    mean over the updates that reported it, except ``ratio_min``/``ratio_max`` (the extremes).
-    With no update at all, the keys every policy update reports are NaN (nothing was measured)."""
-    if not outs:
-        return {k: float("nan") for k in UPDATE_STATS + POLICY_LOSS_STATS}
-    out: dict[str, float] = {}
-    for key in dict.fromkeys(k for o in outs for k in o):
-        vals = [o[key] for o in outs if key in o]
-        if key == "ratio_min":
-            out[key] = min(vals)
-        elif key == "ratio_max":
-            out[key] = max(vals)
-        else:
-            out[key] = sum(vals) / len(vals)
-    return out
-
-
-UPDATE_STATS = ("loss", "grad_norm", "entropy")
-"""What every policy update reports besides ``policy_loss``'s stats (PPO adds ``value_loss``)."""
 
 
 class Trainer:
@@ -142,7 +106,7 @@ class Trainer:
         t0 = time.perf_counter()
         batch = self.collect() if batch is None else batch  # sample, score, filter
         t_rollout = time.perf_counter() - t0
-        metrics = {"step": self.step + 1, **self._sample_metrics(batch, t_rollout)}
+        metrics = {"step": self.step + 1, **sample_metrics(batch, t_rollout, self.task.features)}
         rows = self._trainable_rows(batch)
         if rows is None:
             metrics.update(self._finish_metrics(t0, t_rollout, skipped="empty batch"))
@@ -205,7 +169,7 @@ class Trainer:
         algo, n_prompts, G = self.algo, self.cfg.prompts_per_step, self.cfg.group_size
         rollout, correct = self._rollout(n_prompts, G)
         rewards = self._reward(rollout, correct)
-        stats: dict[str, float] = {"gen_rounds": 1, **_sampling_stats(correct, rewards, G)}
+        stats: dict[str, float] = {"gen_rounds": 1, **sampling_stats(correct, rewards, G)}
         if not algo.dynamic_sampling:
             return Batch(rollout, correct, rewards, stats)
         parts, kept_correct, kept_rewards = [], [], []
@@ -246,7 +210,7 @@ class Trainer:
             self.seen_difficulty += means.tolist()
             stats["gfpo_k_mean"] = float(k.float().mean()) if isinstance(k, torch.Tensor) else float(k)
         keep = gfpo_keep(rewards, rollout.lengths.float(), G, k, metric=algo.gfpo_metric)
-        stats.update(_sampling_stats(correct, rewards, G))
+        stats.update(sampling_stats(correct, rewards, G))
         sampled = Sampled(correct, rewards, rollout.lengths, rollout.texts, keep, G)
         # Rejected responses get A = 0 and would add nothing but cost to the backward pass.
         # With adaptive k the number kept varies by prompt, so the batch has no single group size (0).
@@ -319,7 +283,7 @@ class Trainer:
                 else:
                     outs.append(out)
         self.skipped_steps += skipped
-        result = {**_reduce_updates(outs), "updates": len(outs), "skipped_updates": skipped}
+        result = {**reduce_updates(outs), "updates": len(outs), "skipped_updates": skipped}
         if len(minibatches) != algo.minibatches:
             result["minibatches_effective"] = len(minibatches)
             if not self._said_minibatches:
@@ -391,48 +355,11 @@ class Trainer:
 
     # --- log -------------------------------------------------------------------------------
 
-    def _sample_metrics(self, batch: Batch, t_rollout: float) -> dict[str, float]:
-        """What the step sampled: accuracy and lengths over everything sampled (also what a filter
-        dropped), the task's features, the batch's rewards, speed, truncation, ``batch.stats``."""
-        rollout, rewards = batch.rollout, batch.rewards
-        everything = torch.ones_like(rewards, dtype=torch.bool)
-        seen = batch.sampled or Sampled(batch.correct, rewards, rollout.lengths, rollout.texts, everything, 0)
-        metrics = self._batch_metrics(seen.correct, seen.lengths.float())
-        if self.task.features is not None:
-            metrics.update(self._feature_metrics(seen.texts, seen.correct))
-        metrics["reward_mean"] = float(rewards.mean()) if rewards.numel() else float("nan")
-        metrics["tokens_per_second"] = float(seen.lengths.sum()) / max(t_rollout, 1e-9)
-        metrics["truncated_frac"] = float((~rollout.finished).float().mean()) if rollout.finished.numel() else 0.0
-        metrics.update(batch.stats)
-        return metrics
-
     def _kl_to_reference(self, update_batch: UpdateBatch) -> float:
         """KL of the policy that sampled the batch to the reference, per token, k3 (as TRL logs it)."""
         rollout = update_batch.rollout
         base = update_batch.old_logp if update_batch.old_logp is not None else rollout.sample_logp
         return float(masked_mean(kl_estimate(base, update_batch.ref_logp, "k3"), rollout.completion_mask.float()))
-
-    def _feature_metrics(self, texts: list[str], correct: torch.Tensor) -> dict[str, float]:
-        """The task's features (e.g. filler length, format) averaged over all, right and wrong answers."""
-        feats = [self.task.features(t) for t in texts]
-        out = {}
-        for name in feats[0] if feats else ():
-            vals = torch.tensor([f[name] for f in feats], dtype=torch.float64)
-            right = correct > 0.5
-            out[f"{name}_mean"] = float(vals.mean())
-            out[f"{name}_correct"] = float(vals[right].mean()) if right.any() else float("nan")
-            out[f"{name}_wrong"] = float(vals[~right].mean()) if (~right).any() else float("nan")
-        return out
-
-    @staticmethod
-    def _batch_metrics(correct: torch.Tensor, lengths: torch.Tensor) -> dict[str, float]:
-        right, wrong = correct > 0.5, correct <= 0.5
-        return {
-            "accuracy": float(correct.mean()),
-            "length_mean": float(lengths.mean()),
-            "length_correct": float(lengths[right].mean()) if right.any() else float("nan"),
-            "length_wrong": float(lengths[wrong].mean()) if wrong.any() else float("nan"),
-        }
 
     def _finish_metrics(self, t0: float, t_rollout: float, skipped: str | None = None) -> dict:
         out = {
