@@ -64,7 +64,7 @@ def notebook_items(nb: dict) -> tuple[list[str], list[str]]:
             if heading.endswith("?") or re.search(r"\bquestion\b", heading, re.IGNORECASE):
                 questions.append(heading)
         if i == 0:  # the goal's own question, e.g. "...: do wrong answers really grow longer under GRPO?"
-            body = HEADING.sub(" ", source).replace("*", "")
+            body = re.sub(r"\]\([^)\s]*\)", "]", HEADING.sub(" ", source)).replace("*", "")  # a link's URL asks nothing
             questions += [q.strip() for q in re.findall(r"([^.:!?\n]+(?:\n[^.:!?\n]+)*\?)", body)]
     return names, questions
 
