@@ -125,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on, main() handles Ctrl-C
+        signal.signal(signal.SIGINT, _interrupt)  # from here on, main() handles Ctrl-C
+    _ctrl_c["seen"] = False
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     if getattr(args, "quiet", False):
@@ -136,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return command.run(args)
     except ValueError as err:  # the lab's own input checks: one line, not a traceback
+        if _ctrl_c["seen"]:  # a Ctrl-C that a library re-worded as its own error (an interrupted import)
+            say(args, "interrupted", f"stopped at once; {command.on_interrupt}")
+            return 130
         say(args, "error", err)
         return 2
     except ChildRunFailed as err:  # a run of `compare` failed: its own line, and its exit status where it says why
@@ -158,6 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:  # the disk filled up or went away while writing
         say(args, "error", err)
         return 1
+
+
+_ctrl_c = {"seen": False}
+
+
+def _interrupt(signum, frame) -> None:
+    """Ctrl-C outside a training loop: stop at once, and remember it, since a library may catch the
+    KeyboardInterrupt and raise its own error instead (transformers does, inside a lazy import)."""
+    _ctrl_c["seen"] = True
+    raise KeyboardInterrupt
 
 
 def _first_line(err: BaseException) -> str:
