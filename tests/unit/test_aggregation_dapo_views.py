@@ -9,6 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from widget_driver import redraw as _redraw  # noqa: E402
 
 from grpo_lab.course import viz, widgets  # noqa: E402
 
@@ -43,16 +44,6 @@ def test_overlong_plot_reports_the_share_penalised():
     fig = viz.plot_overlong_penalty(32, 8, torch.tensor([10, 24, 25, 30, 33]))  # 24 is free; 25, 30, 33 pay
     assert "60%" in fig.axes[0].get_title()
     plt.close("all")
-
-
-def _redraw(box, **values) -> plt.Figure:
-    """Set the controls named by their description, redraw, and return the figure drawn last."""
-    plt.close("all")
-    controls = {c.description: c for c in box.kwargs_widgets}
-    for name, value in values.items():
-        controls[name].value = value
-    box.update()
-    return plt.figure(plt.get_fignums()[-1])
 
 
 @pytest.mark.parametrize(

@@ -14,18 +14,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
+from widget_driver import redraw  # noqa: E402
 
 from grpo_lab.course import viz, widgets  # noqa: E402
-
-
-def redraw(box, **values) -> plt.Figure:
-    """Set the controls named by their description, redraw, and return the figure drawn last."""
-    plt.close("all")
-    controls = {c.description: c for c in box.kwargs_widgets}
-    for name, value in values.items():
-        controls[name].value = value
-    box.update()
-    return plt.figure(plt.get_fignums()[-1])
 
 
 def line(ax, label):

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from widget_driver import redraw as _redraw  # noqa: E402
 
 from grpo_lab.course import viz, widgets  # noqa: E402
 
@@ -58,16 +59,6 @@ def test_gspo_plots_draw_on_given_axes():
     viz.plot_clip_share_vs_eps(log_ratios[0], mask, torch.ones(8), 1e-3, ax=axes[1])
     assert axes[0].get_xscale() == "symlog" and axes[1].get_xscale() == "log"
     plt.close("all")
-
-
-def _redraw(box, **values) -> plt.Figure:
-    """Set the controls named by their description, redraw, and return the figure drawn last."""
-    plt.close("all")
-    controls = {c.description: c for c in box.kwargs_widgets}
-    for name, value in values.items():
-        controls[name].value = value
-    box.update()
-    return plt.figure(plt.get_fignums()[-1])
 
 
 def test_gfpo_explorer_draws_what_each_filter_keeps():
