@@ -41,6 +41,7 @@ SRC = BUILD / "site-src"
 SITE = BUILD / "site"
 REQUIREMENTS = ROOT / "docs" / "site" / "requirements.txt"
 KATEX_VERSION = "0.16.22"
+LEGAL = ("LICENSE", "LICENSE-CONTENT", "CITATION.cff")
 PRIVATE = {"answers.md"}  # the instructor's answer key: not on a site sent to learners
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 WIDGET_NOTE = ("[An interactive slider: it moves in JupyterLab, with the notebook running "
@@ -102,7 +103,8 @@ def docs_pages() -> list[Path]:
 
 
 def stage(katex_dist: Path) -> None:
-    """build/site-src in the repository's layout: index.md (the README), notebooks/, docs/, assets/figures/."""
+    """build/site-src in the repository's layout: index.md (the README), notebooks/, docs/, assets/figures/,
+    the licences, the citation file and classroom/."""
     shutil.rmtree(SRC, ignore_errors=True)
     (SRC / "notebooks").mkdir(parents=True)
     shutil.copyfile(ROOT / "README.md", SRC / "index.md")
@@ -112,6 +114,9 @@ def stage(katex_dist: Path) -> None:
     for page in docs_pages():
         shutil.copyfile(page, SRC / "docs" / page.name)
     shutil.copytree(ROOT / "assets" / "figures", SRC / "assets" / "figures")
+    for name in LEGAL:  # each notebook's footer links them: the site carries them too
+        shutil.copyfile(ROOT / name, SRC / name)
+    shutil.copytree(ROOT / "classroom", SRC / "classroom")  # the README links the JupyterHub set-up
     js = SRC / "javascripts"
     shutil.copytree(katex_dist, js / "katex")
     for name in ("katex-init.js", "extra.css"):

@@ -1,7 +1,7 @@
 """The three things every notebook carries for learners who start elsewhere than a checkout, written from
 one place, the repository's address in CITATION.cff (``repository-code``):
 
-- a badge line under the title: "Open in Colab" and "launch Binder" for that notebook;
+- a line of links under the title: "Open in Colab" and "Launch on Binder" for that notebook;
 - the first code cell: on Colab (or any Jupyter without the course) it fetches the course and installs it;
   where the course is installed, it does nothing;
 - a licence footer as the last cell.
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 BRANCH = "main"  # the branch Colab opens
 
-BADGE_START = "[![Open in Colab]"
+BADGE_START = "[Open in Colab]"
 INSTALL_FIRST_LINE = "# On Colab, or any Jupyter without the course: fetch it and install it (about a minute)."
 FOOTER_START = "---\n*grpo_lab:"
 
@@ -56,24 +56,23 @@ def repository() -> str:
     return m.group(1)
 
 
-def badge_line(repo: str, notebook: str) -> str:
+def links_line(repo: str, notebook: str) -> str:
     colab = f"https://colab.research.google.com/github/{repo}/blob/{BRANCH}/notebooks/{notebook}"
     binder = f"https://mybinder.org/v2/gh/{repo}/HEAD?urlpath=lab/tree/notebooks/{notebook}"
-    return (
-        f"{BADGE_START}(https://colab.research.google.com/assets/colab-badge.svg)]({colab}) "
-        f"[![Launch Binder](https://mybinder.org/badge_logo.svg)]({binder})"
-    )
+    # Text links, not badge images: an image served by Colab or Binder is a broken picture wherever the
+    # course is read offline (a classroom's copy of the site, a laptop on a train).
+    return f"{BADGE_START}({colab}) · [Launch on Binder]({binder})"
 
 
 def apply(nb: nbformat.NotebookNode, repo: str, notebook: str) -> nbformat.NotebookNode:
-    """The notebook with its badge line, install cell and footer written for ``repo`` (in place)."""
+    """The notebook with its links line, install cell and footer written for ``repo`` (in place)."""
     title = nb.cells[0]
     if title.cell_type != "markdown":
         raise SystemExit(f"notebooks/{notebook}: the first cell must be the title (markdown)")
     lines = title.source.split("\n")
-    if len(lines) > 2 and lines[2].startswith(BADGE_START):
-        del lines[1:3]  # the badge written before, and the blank line above it
-    title.source = "\n".join([lines[0], "", badge_line(repo, notebook), *lines[1:]])
+    if len(lines) > 2 and lines[2].startswith((BADGE_START, "[![Open in Colab]")):
+        del lines[1:3]  # the links written before, and the blank line above it
+    title.source = "\n".join([lines[0], "", links_line(repo, notebook), *lines[1:]])
 
     source = INSTALL.format(first=INSTALL_FIRST_LINE, url=f"https://github.com/{repo}")
     install = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith(INSTALL_FIRST_LINE)]

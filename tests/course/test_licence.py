@@ -1,6 +1,6 @@
 """The course may be reused: a code licence (MIT, as pyproject.toml says), a content licence (CC BY 4.0) for
 the text and figures, a CITATION.cff valid against the Citation File Format 1.2.0 schema, and in every notebook
-the footer, the badge line and the install cell that tools/course_links.py writes from CITATION.cff.
+the footer, the Colab and Binder links and the install cell that tools/course_links.py writes from CITATION.cff.
 
 tests/data/citation-cff-1.2.0.schema.json is the format's own schema, as the ``cffconvert`` 2.0.0 wheel ships it
 (``cffconvert/schemas/1.2.0/schema.json``, https://citation-file-format.github.io/1.2.0/schema.json)."""
@@ -74,11 +74,12 @@ def test_each_notebook_ends_with_the_licence_footer(path):
 def test_each_notebook_opens_in_colab_and_binder_from_the_cited_repository(path):
     repo = re.fullmatch(r"https://github\.com/(.+)", _citation()["repository-code"]).group(1)
     nb = nbformat.read(path, as_version=4)
-    badge = [ln for ln in nb.cells[0].source.splitlines() if ln.startswith("[![Open in Colab]")]
-    assert badge, "no badge line under the title"
+    badge = [ln for ln in nb.cells[0].source.splitlines() if ln.startswith("[Open in Colab](")]
+    assert badge, "no Colab and Binder links under the title"
     links = re.findall(r"\]\((https://[^)]+)\)", badge[0])
     assert f"https://colab.research.google.com/github/{repo}/blob/main/notebooks/{path.name}" in links
     assert f"https://mybinder.org/v2/gh/{repo}/HEAD?urlpath=lab/tree/notebooks/{path.name}" in links
+    assert "![" not in badge[0], "a badge image from Colab or Binder is a broken picture offline: use a text link"
     first_code = next(c for c in nb.cells if c.cell_type == "code")
     assert f'"https://github.com/{repo}"' in first_code.source
     assert 'find_spec("grpo_lab") is None' in first_code.source
