@@ -32,9 +32,11 @@ from .checks import (
 
 RATIO_LEVELS = ("token", "sequence", "sequence_token")
 AGGREGATIONS = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm")
-POLICY_LOSS_STATS = (
+CLIP_STATS = (
     "clip_frac_low", "clip_frac_high", "clip_frac", "dual_clip_frac", "ratio_mean", "ratio_min", "ratio_max",
 )  # fmt: skip
+"""The stats ``clip_stats`` returns."""
+POLICY_LOSS_STATS = CLIP_STATS + ("approx_kl",)
 """The stats ``policy_loss`` always returns (``kl_mean`` is added when ``kl`` is given)."""
 
 
@@ -240,7 +242,7 @@ def clip_stats(
     clip_high: float | None = None,
     dual_clipped: torch.Tensor | None = None,
 ) -> dict[str, float]:
-    """How much the clip acted, over the tokens where ``mask`` is 1: the floats of ``POLICY_LOSS_STATS``.
+    """How much the clip acted, over the tokens where ``mask`` is 1: the floats of ``CLIP_STATS``.
 
     ``clip_frac_low``: ``w < 1 - clip_low`` with ``A < 0``; ``clip_frac_high``: ``w > 1 + clip_high``
     with ``A > 0``; ``clip_frac``: either; ``dual_clip_frac``: where ``dual_clipped`` (from
@@ -268,6 +270,18 @@ def clip_stats(
         "ratio_min": float(ratio[valid].min()),
         "ratio_max": float(ratio[valid].max()),
     }
+
+
+def approx_kl(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> float:
+    """How far the policy being trained has moved from the one that sampled: the mean over the tokens where
+    ``mask`` is 1 of ``(w - 1) - log w``, ``w = exp(logp - old_logp)`` per token (Schulman's k3 estimator of
+    KL(pi_old || pi_theta) on tokens pi_old sampled; CleanRL's ``approx_kl``). 0 on the first update of a
+    rollout; it grows with each further update on the same rollout. verl logs the k1 estimator of the same
+    KL, ``mean(old_logp - logp)``, as ``actor/ppo_kl``: the same expectation, noisier, and it can be negative.
+    """
+    valid = check_mask("mask", mask, "logp", logp).bool()
+    log_w = (logp.detach() - old_logp.detach())[valid].double()
+    return float((torch.expm1(log_w) - log_w).mean())
 
 
 def policy_loss(
@@ -315,7 +329,8 @@ def policy_loss(
 
     Returns:
         ``(loss, stats)``: a scalar tensor, and ``clip_stats``'s floats (a sequence-level ratio
-        counts once per token of its sequence), plus ``kl_mean`` when ``kl`` is given.
+        counts once per token of its sequence), ``approx_kl`` (``approx_kl``'s estimate of how far
+        the update has moved from the sampling policy), plus ``kl_mean`` when ``kl`` is given.
     """
     per_token, ratio, dual_clipped = per_token_surrogate(
         logp, old_logp, advantages, mask, clip_low, clip_high, ratio_level, dual_clip
@@ -332,6 +347,7 @@ def policy_loss(
         per_token = per_token + beta * kl
     loss = aggregate(per_token, mask, aggregation, max_len)
     stats = clip_stats(ratio, advantages, mask, clip_low, clip_high, dual_clipped)
+    stats["approx_kl"] = approx_kl(logp, old_logp, mask)
     if kl is not None:
         stats["kl_mean"] = float(kl.detach()[valid].mean())
     return loss, stats

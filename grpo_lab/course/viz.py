@@ -44,7 +44,14 @@ METRIC_NOTES = {
     ),
     "length_mean": ("mean completion length", "runaway growth or collapse: a length-biased loss or reward"),
     "entropy": ("entropy per token (nats)", "falling to ~0: the policy stopped exploring (entropy collapse)"),
+    "off_policy": (
+        "clipped share (low, high); approx-KL",
+        "0 with one update per rollout (the ratio is 1); with several, a clip share of many percent or an "
+        "approx-KL that keeps rising: the updates have left the policy that sampled (lr too high, too many updates)",
+    ),
 }
+OFF_POLICY = {"clip_frac_low": ("clipped, low (A < 0)", "--"), "clip_frac_high": ("clipped, high (A > 0)", "-")}
+"""The ``off_policy`` panel: each side's clipped share of tokens (left axis), with ``approx_kl`` (right axis)."""
 
 
 def _smoothed(vals: list[float], smooth: int) -> list[float]:
@@ -70,9 +77,10 @@ def plot_dashboard(
         fig = axes[0].figure
     steps = [h["step"] for h in history]
     for ax, key in zip(axes, keys):
-        vals = [h.get(key) for h in history]
-        vals = [math.nan if v is None else v for v in vals]
-        ax.plot(steps, vals, label=label, color=color, lw=1.4)
+        if key == "off_policy":
+            _plot_off_policy(ax, steps, history, label, color)
+            continue
+        ax.plot(steps, _values(history, key), label=label, color=color, lw=1.4)
         name = METRIC_NOTES.get(key, (key, ""))[0]
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
@@ -81,6 +89,28 @@ def plot_dashboard(
         axes[-1].legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _values(history: list[dict], key: str) -> list[float]:
+    return [math.nan if h.get(key) is None else h[key] for h in history]
+
+
+def _plot_off_policy(ax: plt.Axes, steps: list, history: list[dict], label: str | None, color: str | None) -> None:
+    """Both sides' clipped shares on ``ax`` and approx-KL on a right-hand axis (one twin per panel, reused when
+    runs are overlaid)."""
+    for key, (name, style) in OFF_POLICY.items():
+        ax.plot(steps, _values(history, key), style, color=color, lw=1.2, label=f"{label}: {name}" if label else name)
+    twin = getattr(ax, "approx_kl_axis", None)
+    if twin is None:
+        twin = ax.approx_kl_axis = ax.twinx()
+        twin.set_ylabel("approx-KL (dotted)", fontsize=7)
+        twin.tick_params(labelsize=7)
+    twin.plot(steps, _values(history, "approx_kl"), ":", color=color or COLORS["accent"], lw=1.4)
+    ax.set_title(METRIC_NOTES["off_policy"][0], fontsize=9)
+    ax.set_xlabel("step", fontsize=8)
+    ax.set_ylabel("share of tokens", fontsize=7)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=6, loc="upper left")
 
 
 def seed_band(

@@ -318,6 +318,31 @@ METRICS: tuple[Metric, ...] = (
         "share of tokens where the clipped term is the larger loss, per token for vanilla and gspo alike",
         ("trainer/ppo/core_algos.py", '"actor/pg_clipfrac": pg_clipfrac.detach().item()'),
     ),
+    Metric(
+        "clip_frac_low",
+        "clip_ratio/low_mean",
+        "share of completion tokens with r < 1 - epsilon and A < 0 (loss types grpo, bnpo, dr_grpo, dapo, luspo)",
+        "",
+        "not logged per side: actor/pg_clipfrac counts both sides; actor/pg_clipfrac_lower is the dual clip's "
+        "share (A < 0 and the loss capped at clip_ratio_c), not the lower clip",
+    ),
+    Metric(
+        "clip_frac_high",
+        "clip_ratio/high_mean",
+        "share of completion tokens with r > 1 + epsilon_high and A > 0 (loss types grpo, bnpo, dr_grpo, dapo, luspo)",
+        "",
+        "not logged per side: actor/pg_clipfrac counts both sides",
+    ),
+    Metric(
+        "approx_kl",
+        "",
+        "not logged: TRL's kl is to the reference model (beta != 0); sampling/importance_sampling_ratio/* "
+        "compares the vLLM sampler with the trainer, not successive updates",
+        "actor/ppo_kl",
+        "k1 estimate mean(old_log_prob - log_prob) over response tokens (the lab's "
+        "approx_kl is k3 of the same KL: the same expectation, never negative)",
+        ("trainer/ppo/core_algos.py", '"actor/ppo_kl": ppo_kl.detach().item()'),
+    ),
 )
 """The lab's health metrics and their counterparts in the engines' logs."""
 

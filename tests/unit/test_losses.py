@@ -679,3 +679,22 @@ def test_token_gradient_weights_are_the_aggregations_normalisers():
     assert_close(w, t([[1 / 4, 1 / 4, 0, 0], [-1 / 8] * 4]), rtol=0.0, atol=1e-12)
     w = token_gradient_weights([2, 4], [1.0, -1.0], "seq_mean_token_sum_norm", 8)
     assert_close(w[:, :4], t([[1 / 16, 1 / 16, 0, 0], [-1 / 16] * 4]), rtol=0.0, atol=1e-12)
+
+
+def test_approx_kl_is_k3_of_the_sampling_policy_on_unmasked_tokens_by_hand():
+    # Ratios 2, 1/2 and 1 on the three unmasked tokens; the masked one (ratio e^5) must not count.
+    # k3 = (w - 1) - log w: 1 - ln 2 = 0.306853, -0.5 + ln 2 = 0.193147, 0; mean 0.5 / 3 = 0.166667.
+    old = torch.zeros(1, 4, dtype=F64)
+    logp = torch.tensor([[math.log(2.0), -math.log(2.0), 0.0, 5.0]], dtype=F64)
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]], dtype=F64)
+    _, stats = policy_loss(logp, old, torch.ones(1, dtype=F64), mask)
+    assert stats["approx_kl"] == pytest.approx(0.5 / 3, abs=1e-12)
+    _, on_policy = policy_loss(old.clone(), old, torch.ones(1, dtype=F64), mask)
+    assert on_policy["approx_kl"] == 0.0  # the first update of a rollout has not moved
+
+
+def test_approx_kl_uses_token_ratios_even_when_gspo_clips_the_sequence_ratio():
+    old = torch.zeros(1, 2, dtype=F64)
+    logp = torch.tensor([[math.log(2.0), -math.log(2.0)]], dtype=F64)  # sequence ratio exp(0) = 1, tokens 2, 1/2
+    _, stats = policy_loss(logp, old, torch.ones(1, dtype=F64), torch.ones(1, 2), ratio_level="sequence")
+    assert stats["ratio_max"] == pytest.approx(1.0) and stats["approx_kl"] == pytest.approx(0.25, abs=1e-12)

@@ -33,7 +33,7 @@ from grpo_lab.train.trainer import TrainConfig, Trainer, ValueModel
 TIMING_KEYS = {"wall_seconds", "step_seconds", "rollout_seconds", "tokens_per_second"}
 DOCUMENTED_KEYS = {
     "accuracy", "reward_mean", "reward_std_within_group", "zero_std_frac", "kl", "entropy", "length_mean",
-    "length_correct", "length_wrong", "clip_frac_low", "clip_frac_high", "ratio_mean", "grad_norm",
+    "length_correct", "length_wrong", "clip_frac_low", "clip_frac_high", "approx_kl", "ratio_mean", "grad_norm",
     "tokens_per_second", "wall_seconds",
 }  # fmt: skip
 SMALL = dict(prompts_per_step=2, group_size=4, max_new_tokens=12)
