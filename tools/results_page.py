@@ -104,7 +104,7 @@ def time_budget_section() -> str:
 Every run trained for {seconds:.0f} s on the quiet 2-core CPU, one run at a time, the seeds interleaved
 (seed 0 of every algorithm, then seed 1, ...), each algorithm with its preset (16 prompts x 8 completions a
 step, temperature 1, up to 32 new tokens, AdamW 1e-4); held-out greedy accuracy on {first['before']['n']:,}
-problems, the mean of the last two evaluations, from {first['before']['accuracy']:.3f} before training;
+problems at the final checkpoint, from {first['before']['accuracy']:.3f} before training;
 {len(TIME_SEEDS)} seeds, mean ± standard deviation across seeds. The same seconds buy different numbers of
 steps and of completions (`steps`, `samples`). Lengths, entropy, KL and clip fraction are means over each
 run's last 10 steps (training batch; lengths in tokens).

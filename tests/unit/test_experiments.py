@@ -77,9 +77,11 @@ def _summary(before, evals, lengths_right, kl, samples, pass_curve=None):
 
 
 def test_run_metrics_reads_the_summary():
-    m = run_metrics(_summary(0.4, [0.5, 0.6, 0.7], 20.0, 0.1, 512, {"1": 0.6, "2": 0.75, "4": 0.9}))
-    assert m["final"] == pytest.approx(0.65)  # mean of the last two evaluations
-    assert m["gain_points"] == pytest.approx(25.0)
+    summary = _summary(0.4, [0.5, 0.6, 0.7], 20.0, 0.1, 512, {"1": 0.6, "2": 0.75, "4": 0.9})
+    summary["after"]["accuracy"] = 0.72  # the final checkpoint's evaluation, not any of the evals during training
+    m = run_metrics(summary)
+    assert m["final"] == 0.72
+    assert m["gain_points"] == pytest.approx(32.0)
     assert m["pass@1"] == 0.6 and m["pass@k"] == 0.9  # the largest k recorded
     assert m["samples"] == 512 and m["steps"] == 4 and m["length_correct"] == 20.0
     assert run_metrics(_summary(0.4, [0.5], 20.0, 0.1, 512))["pass@k"] is None
