@@ -142,6 +142,16 @@ class Algorithm:
     minibatches: int = _field(1, "update", low=1)
     """Optimiser steps per rollout (the batch is split); > 1 makes later updates off-policy."""
     epochs: int = _field(1, "update", low=1)
+    target_kl: float | None = _field(
+        None,
+        "update",
+        low=0,
+        low_open=True,
+        used_when=(lambda a: a.minibatches * a.epochs > 1, "only several updates per rollout can stop early"),
+    )
+    """Skip a rollout's remaining updates once the approx-KL to the policy that sampled passes it (CleanRL's and
+    Stable-Baselines3's ``target_kl``). Checked on each mini-batch before its step, as Stable-Baselines3 does (at
+    1.5 times its ``target_kl``; the lab at the value itself), so the update that would go further is not taken."""
     # --- critic (PPO only) ---
     gamma: float = _field(1.0, "advantages", low=0, high=1, used_when=_CRITIC)
     lam: float = _field(0.95, "advantages", low=0, high=1, used_when=_CRITIC)

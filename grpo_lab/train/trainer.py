@@ -267,12 +267,13 @@ class Trainer:
 
     def _optimise(self, update_batch: UpdateBatch, rows: torch.Tensor) -> dict[str, float]:
         """``epochs`` passes over ``rows`` in ``minibatches`` shuffled mini-batches, one guarded
-        optimiser step each: the updates' reduced stats, ``updates`` and ``skipped_updates``, and
+        optimiser step each: the updates' reduced stats, ``updates`` and ``skipped_updates``,
+        ``target_kl_stopped`` (1 when ``target_kl`` cut the rollout's updates short) when it is set, and
         ``minibatches_effective`` when the batch had too few rows for the mini-batches asked for."""
         algo = self.algo
         perm_gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.step)
         policy_frozen = self.critic is not None and self.step < algo.critic_warmup_steps
-        outs, skipped = [], 0
+        outs, skipped, stopped = [], 0, False
         for _ in range(algo.epochs):
             order = rows[torch.randperm(len(rows), generator=perm_gen)] if algo.minibatches > 1 else rows
             minibatches = order.chunk(algo.minibatches)
@@ -280,10 +281,17 @@ class Trainer:
                 out = self._update(update_batch, minibatch, policy_frozen)
                 if out is None:
                     skipped += 1
+                elif out.get("target_kl_stop"):
+                    stopped = True
+                    break
                 else:
                     outs.append(out)
+            if stopped:
+                break
         self.skipped_steps += skipped
         result = {**reduce_updates(outs), "updates": len(outs), "skipped_updates": skipped}
+        if algo.target_kl is not None:
+            result["target_kl_stopped"] = float(stopped)
         if len(minibatches) != algo.minibatches:
             result["minibatches_effective"] = len(minibatches)
             if not self._said_minibatches:
@@ -318,6 +326,8 @@ class Trainer:
             ratio_level=algo.ratio_level, aggregation=algo.aggregation, max_len=cfg.max_new_tokens, kl=kl,
             beta=algo.beta if kl is not None else 0.0, dual_clip=algo.dual_clip,
         )  # fmt: skip
+        if algo.target_kl is not None and stats["approx_kl"] > algo.target_kl:
+            return {"target_kl_stop": 1.0}  # moved far enough from the sampler: the rest of this rollout is skipped
         entropy = masked_mean(entropy_per_token, mask)
         if algo.entropy_coef:
             loss = loss - algo.entropy_coef * entropy

@@ -64,7 +64,7 @@ def test_update_fields_are_the_fields_the_policy_update_reads():
     # Written out by hand from the trainer's update (the policy loss, its KL term, the optimiser loop).
     assert set(UPDATE_FIELDS) == {
         "clip_low", "clip_high", "dual_clip", "ratio_level", "aggregation", "beta", "kl_kind", "entropy_coef",
-        "minibatches", "epochs",
+        "minibatches", "epochs", "target_kl",
     }  # fmt: skip
 
 

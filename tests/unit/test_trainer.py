@@ -26,7 +26,7 @@ import torch
 import grpo_lab.io as io_mod
 import grpo_lab.train.checkpoint as checkpoint_mod
 import grpo_lab.train.trainer as trainer_mod
-from grpo_lab.algorithms import PRESETS, Algorithm, get_algorithm
+from grpo_lab.algorithms import PRESETS, Algorithm, get_algorithm, unused_fields
 from grpo_lab.lab.tasks import sum3_reward
 from grpo_lab.train.trainer import TrainConfig, Trainer, ValueModel
 
@@ -787,3 +787,18 @@ def test_a_policy_with_nan_weights_is_not_saved_over_the_last_checkpoint(make_tr
     with pytest.raises(ValueError, match="NaN or infinity.*not saved"):
         trainer.save(tmp_path / "ckpt")
     assert Trainer.resume(tmp_path / "ckpt", task=small_task).step == 1
+
+
+def test_target_kl_skips_the_rest_of_a_rollout_once_the_policy_has_moved():
+    # The first mini-batch is on-policy (approx-KL exactly 0); once it has been stepped on, the next one's is > 0.
+    def updates(target_kl):
+        algo = {"minibatches": 4, "target_kl": target_kl}
+        t = Trainer(TrainConfig(algo="grpo", seed=0, **SMALL, algo_overrides=algo))
+        return t.train(1, progress=False)[0]
+
+    tight, loose = updates(1e-12), updates(10.0)
+    assert (tight["updates"], tight["target_kl_stopped"]) == (1, 1.0)
+    assert (loose["updates"], loose["target_kl_stopped"]) == (4, 0.0)
+    # with one update per rollout there is nothing to stop: the command line refuses it rather than ignore it
+    assert "target_kl" in unused_fields(get_algorithm("grpo", target_kl=0.01), ["target_kl"])
+    assert not unused_fields(get_algorithm("grpo", minibatches=2, target_kl=0.01), ["target_kl"])
