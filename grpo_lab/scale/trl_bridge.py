@@ -306,16 +306,11 @@ def make_trl_trainer(
     if blocking:
         raise ValueError(f"algo {a.name!r} needs what TRL's GRPOTrainer does not have: {'; '.join(blocking)}")
     check_positive_int("steps", steps)
+    # The sizes grpo_config_kwargs reads, checked as a lab run's are (steps is checked above).
     cfg = TrainConfig(
-        algo="grpo",
-        steps=steps,
-        prompts_per_step=prompts_per_step,
-        group_size=group_size,
-        max_new_tokens=max_new_tokens,
-        lr=lr,
-        temperature=temperature,
-        seed=seed,
-    )
+        prompts_per_step=prompts_per_step, group_size=group_size, max_new_tokens=max_new_tokens,
+        lr=lr, temperature=temperature, seed=seed,
+    )  # fmt: skip
     kw = grpo_config_kwargs(a, cfg)
     on_cpu = next(model.parameters()).device.type == "cpu"
     kw.update(
