@@ -30,18 +30,16 @@ def draws(K: int, G: int) -> torch.Tensor:
     return torch.tensor(list(itertools.product(range(K), repeat=G)), dtype=torch.long)
 
 
-def _answers(theta: torch.Tensor, rewards, lengths) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    theta = torch.as_tensor(theta, dtype=torch.float64)
+def _answers(rewards, lengths) -> tuple[torch.Tensor, torch.Tensor]:
     rewards = torch.as_tensor(rewards, dtype=torch.float64)
     lengths = torch.as_tensor(lengths, dtype=torch.long)
-    if not (theta.ndim == 1 and theta.shape == rewards.shape == lengths.shape):
+    if not (rewards.ndim == 1 and rewards.shape == lengths.shape):
         raise ValueError(
-            f"theta, rewards and lengths must be 1-D of one length K, got {tuple(theta.shape)}, "
-            f"{tuple(rewards.shape)} and {tuple(lengths.shape)}"
+            f"rewards and lengths must be 1-D of one length K, got {tuple(rewards.shape)} and {tuple(lengths.shape)}"
         )
     if (lengths < 1).any():
         raise ValueError(f"lengths must be >= 1 token, got {lengths.tolist()}")
-    return theta, rewards, lengths
+    return rewards, lengths
 
 
 def group_weights(
@@ -57,7 +55,7 @@ def group_weights(
     ``seq_mean_token_mean``, ``A_i / sum|o|`` for ``token_mean``, ``A_i / (G max_len)`` for Dr. GRPO's
     ``seq_mean_token_sum_norm``), with ``A`` from ``group_advantages(..., scale)``. The weights do
     not depend on the policy, only on which answers the group holds."""
-    _, rewards, lengths = _answers(torch.zeros(len(rewards)), rewards, lengths)
+    rewards, lengths = _answers(rewards, lengths)
     max_len = int(lengths.max()) if max_len is None else check_positive_int("max_len", max_len)
     groups = draws(len(rewards), G)
     by_content: dict[tuple[int, ...], torch.Tensor] = {}  # a group's weights follow its answers when reordered
@@ -73,24 +71,18 @@ def group_weights(
     return groups, W
 
 
-def expected_gradient(
-    theta: torch.Tensor,
-    rewards: list[float] | torch.Tensor,
-    lengths: list[int] | torch.Tensor,
-    G: int,
-    aggregation: str = "seq_mean_token_mean",
-    scale: str = "group",
-    max_len: int | None = None,
-    weights: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> torch.Tensor:
+def expected_gradient(theta: torch.Tensor, weights: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """The expected gradient-ascent direction on the logits, ``E[sum_i W_i (e_{k_i} - pi)]``, ``[K]``,
-    over every group of ``G`` answers drawn from ``softmax(theta)`` (``W`` as in ``group_weights``;
-    pass ``weights`` to reuse them across policies)."""
-    theta, rewards, lengths = _answers(theta, rewards, lengths)
-    groups, W = group_weights(rewards, lengths, G, aggregation, scale, max_len) if weights is None else weights
+    over every group drawn from ``softmax(theta)``, with ``weights = group_weights(rewards, lengths, G, ...)``
+    (they do not depend on the policy, so one table serves every ``theta``)."""
+    groups, W = weights
+    theta = torch.as_tensor(theta, dtype=torch.float64)
+    K = int(groups.max()) + 1
+    if tuple(theta.shape) != (K,):
+        raise ValueError(f"theta must be 1-D with one logit per answer of weights (K = {K}), got {tuple(theta.shape)}")
     pi = torch.softmax(theta, 0)
     prob = pi[groups].prod(dim=1)  # [K**G]
-    onehot = torch.nn.functional.one_hot(groups, len(theta)).double()  # [K**G, G, K]
+    onehot = torch.nn.functional.one_hot(groups, K).double()  # [K**G, G, K]
     per_group = (W.unsqueeze(-1) * (onehot - pi)).sum(dim=1)  # [K**G, K]
     return prob @ per_group
 
@@ -111,7 +103,7 @@ def follow(
     weights = group_weights(rewards, lengths, G, aggregation, scale, max_len)
     out = [torch.softmax(theta, 0)]
     for _ in range(check_positive_int("steps", steps)):
-        theta = theta + lr * expected_gradient(theta, rewards, lengths, G, weights=weights)
+        theta = theta + lr * expected_gradient(theta, weights)
         out.append(torch.softmax(theta, 0))
     return torch.stack(out)
 

@@ -145,12 +145,13 @@ def per_token_surrogate(
     old_logp: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
-    clip_low: float = 0.2,
-    clip_high: float | None = None,
-    ratio_level: str = "token",
-    dual_clip: float | None = None,
+    clip_low: float,
+    clip_high: float | None,
+    ratio_level: str,
+    dual_clip: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The clipped surrogate loss per token, before any aggregation (the arguments as in ``policy_loss``):
+    """The clipped surrogate loss per token, before any aggregation (the arguments as in ``policy_loss``,
+    which declares their defaults):
 
     ``l_t = -min(w_t * A_t, clip(w_t, 1 - clip_low, 1 + clip_high) * A_t)``, capped at ``-dual_clip * A_t``
     where ``A_t < 0``.

@@ -3,7 +3,7 @@ engines' own source, and the one place that says what an engine cannot run.
 
 - ``SETTINGS``: lab knob -> ``GRPOConfig`` fields -> verl keys, with what each counts (counts vs sizes).
 - ``VERL_READS``: for each verl key, the file of the verl package and the line fragment that reads it on the path
-  ``python -m verl.trainer.main_ppo`` takes (the V1 trainer, the reward loop);
+  ``python -m verl.trainer.main_ppo`` takes (the V1 trainer, the reward loop), read from ``verl_reads.tsv``;
   ``tests/integration/test_engines.py`` checks both that the key
   composes with verl's Hydra config and that the fragment is in that file.
 - ``METRICS``: each lab health metric as TRL and verl log it, with the formula and scope each engine uses;
@@ -14,6 +14,7 @@ engines' own source, and the one place that says what an engine cannot run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.resources import files
 
 from ..algorithms import Algorithm, get_algorithm
 from ..core.checks import check_choice
@@ -23,8 +24,6 @@ VERL_VERSION = "0.9.1"
 ENGINES = ("trl", "verl")
 A = "actor_rollout_ref.actor"
 R = "actor_rollout_ref.rollout"
-_REWARD_LOOP = "experimental/reward_loop/reward_loop.py"
-_DAPO_REWARD = "experimental/reward_loop/reward_manager/dapo.py"
 
 
 def as_algorithm(algo: str | Algorithm) -> Algorithm:
@@ -187,61 +186,16 @@ SETTINGS: tuple[Setting, ...] = (
 )
 """The lab's knobs and the recipe's run settings in both engines."""
 
-VERL_READS: dict[str, tuple[str, str]] = {
-    "data.train_batch_size": ("trainer/ppo/v1/trainer_base.py", "train_batch_size = self.config.data.train_batch_size"),
-    f"{R}.n": ("trainer/ppo/v1/agent_loop_tq.py", "config.n if not trajectory"),
-    "data.max_response_length": ("trainer/config/_generated_ppo_trainer.yaml", "${oc.select:data.max_response_length"),
-    f"{R}.temperature": ("trainer/ppo/v1/agent_loop_tq.py", "temperature=config.temperature"),
-    f"{A}.optim.lr": ("workers/config/optimizer.py", '"lr": config.lr'),
-    f"{A}.optim.weight_decay": ("workers/config/optimizer.py", '"weight_decay": config.weight_decay'),
-    f"{A}.grad_clip": ("workers/config/optimizer.py", "self.clip_grad = self.grad_clip"),
-    "data.seed": ("trainer/ppo/utils.py", 'seed = data_config.get("seed")'),
-    f"{R}.seed": ("workers/rollout/vllm_rollout/vllm_async_server.py", '"seed": self.replica_rank + self.config.seed'),
-    "algorithm.adv_estimator": ("trainer/ppo/v1/trainer_base.py", "adv_estimator=self.config.algorithm.adv_estimator"),
-    "algorithm.norm_adv_by_std_in_grpo": ("trainer/ppo/v1/trainer_base.py", 'get("norm_adv_by_std_in_grpo", True)'),
-    f"{A}.policy_loss.loss_mode": ("workers/utils/losses.py", 'config.policy_loss.get("loss_mode", "vanilla")'),
-    f"{A}.loss_agg_mode": ("workers/utils/losses.py", "loss_agg_mode = config.loss_agg_mode"),
-    f"{A}.loss_scale_factor": ("workers/utils/losses.py", '["loss_scale_factor"] = config.loss_scale_factor'),
-    f"{A}.clip_ratio_low": ("trainer/ppo/core_algos.py", "clip_ratio_low = config.clip_ratio_low if"),
-    f"{A}.clip_ratio_high": ("trainer/ppo/core_algos.py", "clip_ratio_high = config.clip_ratio_high if"),
-    f"{A}.clip_ratio_c": ("trainer/ppo/core_algos.py", '"clip_ratio_c", 3.0'),
-    f"{A}.use_kl_loss": ("workers/utils/losses.py", "if config.use_kl_loss:"),
-    f"{A}.kl_loss_coef": ("workers/utils/losses.py", "kl_loss * config.kl_loss_coef"),
-    f"{A}.kl_loss_type": ("workers/utils/losses.py", "kl_penalty=config.kl_loss_type"),
-    "algorithm.kl_penalty": ("trainer/ppo/v1/trainer_base.py", "kl_penalty=self.config.algorithm.kl_penalty"),
-    "algorithm.use_kl_in_reward": ("trainer/ppo/v1/trainer_base.py", "if self.config.algorithm.use_kl_in_reward:"),
-    "algorithm.kl_ctrl.kl_coef": ("trainer/ppo/core_algos.py", "FixedKLController(kl_coef=kl_ctrl.kl_coef)"),
-    f"{A}.entropy_coeff": ("workers/utils/losses.py", "entropy_coeff = config.entropy_coeff"),
-    "algorithm.filter_groups.enable": ("trainer/ppo/v1/trainer_base.py", 'filter_groups.get("enable", False)'),
-    "algorithm.filter_groups.metric": ("trainer/ppo/v1/trainer_base.py", 'filter_groups.get("metric", None)'),
-    "trainer.use_v1": ("trainer/main_ppo.py", "if config.trainer.use_v1:"),
-    "algorithm.filter_groups.max_num_gen_batches": ("trainer/ppo/v1/trainer_base.py", "is ignored by the built-in V1"),
-    "reward.reward_manager.name": ("trainer/ppo/reward.py", "get_reward_manager_cls(reward_manager_cfg.name)"),
-    "+reward.reward_kwargs.overlong_buffer_cfg.enable": (_DAPO_REWARD, "self.overlong_buffer_cfg.enable"),
-    "+reward.reward_kwargs.max_resp_len": (_DAPO_REWARD, '.get("max_resp_len", None)'),
-    "+reward.reward_kwargs.overlong_buffer_cfg.len": (_DAPO_REWARD, "self.overlong_buffer_cfg.len"),
-    f"{A}.ppo_mini_batch_size": ("trainer/ppo/v1/trainer_base.py", "actor_global_mini_batch_size = self.config."),
-    f"{A}.ppo_epochs": ("trainer/ppo/v1/trainer_base.py", '"epochs": self.config.actor_rollout_ref.actor.ppo_epochs'),
-    "algorithm.gamma": ("trainer/ppo/v1/trainer_base.py", "gamma=self.config.algorithm.gamma"),
-    "algorithm.lam": ("trainer/ppo/v1/trainer_base.py", "lam=self.config.algorithm.lam"),
-    "critic.cliprange_value": ("workers/utils/losses.py", "cliprange_value=config.cliprange_value"),
-    "critic.optim.lr": ("workers/config/optimizer.py", '"lr": config.lr'),
-    "trainer.critic_warmup": ("trainer/ppo/v1/trainer_base.py", "self.config.trainer.critic_warmup <= self."),
-    "trainer.total_epochs": ("trainer/ppo/v1/trainer_base.py", "current_epoch < self.config.trainer.total_epochs"),
-    "trainer.save_freq": ("trainer/ppo/v1/trainer_base.py", "self.config.trainer.save_freq > 0"),
-    "trainer.max_actor_ckpt_to_keep": ("trainer/ppo/v1/trainer_base.py", 'get("max_actor_ckpt_to_keep", None)'),
-    "trainer.resume_mode": ("trainer/ppo/v1/trainer_base.py", 'self.config.trainer.resume_mode == "auto"'),
-    "trainer.test_freq": ("trainer/ppo/v1/trainer_base.py", "self.config.trainer.test_freq > 0"),
-    f"{R}.val_kwargs.do_sample": ("utils/config.py", "config.actor_rollout_ref.rollout.val_kwargs.do_sample"),
-    f"{R}.val_kwargs.temperature": ("trainer/ppo/v1/agent_loop_tq.py", "config.val_kwargs.temperature"),
-    f"{R}.val_kwargs.n": ("trainer/ppo/v1/trainer_base.py", "self.config.actor_rollout_ref.rollout.val_kwargs.n"),
-    "trainer.logger": ("trainer/ppo/v1/trainer_base.py", "default_backend=self.config.trainer.logger"),
-    "trainer.log_val_generations": ("trainer/ppo/v1/trainer_base.py", "self.config.trainer.log_val_generations"),
-    "trainer.rollout_data_dir": ("trainer/ppo/v1/trainer_base.py", 'get("rollout_data_dir", None)'),
-    "reward.custom_reward_function.path": (_REWARD_LOOP, "self.config.reward.custom_reward_function.path"),
-    "reward.custom_reward_function.name": ("trainer/ppo/reward.py", 'config.reward.get("custom_reward_function")'),
-}
-"""Where verl 0.9.1 reads each key of ``SETTINGS``: (file under the verl package, a fragment of the reading line)."""
+
+def _read_verl_reads() -> dict[str, tuple[str, str]]:
+    text = (files(__package__) / "verl_reads.tsv").read_text(encoding="utf-8")
+    rows = [line.split("\t") for line in text.splitlines() if line and not line.startswith("#")]
+    return {key: (path, fragment) for key, path, fragment in rows}
+
+
+VERL_READS = _read_verl_reads()
+"""Where verl 0.9.1 reads each key of ``SETTINGS``: (file under the verl package, a fragment of the reading line),
+one line of the data file ``verl_reads.tsv`` a key."""
 
 
 @dataclass(frozen=True)

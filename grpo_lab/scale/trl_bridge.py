@@ -122,18 +122,20 @@ class _IdentityAccelerator:
 
 def trl_stand_in(
     logp: torch.Tensor,
-    loss_type: str = "dapo",
-    importance_sampling_level: str = "token",
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    beta: float = 0.0,
-    max_completion_length: int | None = None,
-    delta: float | None = None,
-    use_bias_correction_kl: bool = False,
-    entropies: torch.Tensor | None = None,
+    loss_type: str,
+    importance_sampling_level: str,
+    epsilon: float,
+    epsilon_high: float | None,
+    beta: float,
+    max_completion_length: int | None,
+    delta: float | None,
+    use_bias_correction_kl: bool,
+    entropies: torch.Tensor | None,
 ) -> types.SimpleNamespace:
     """An object with exactly the attributes ``GRPOTrainer._compute_loss`` (trl 1.16) reads, whose
-    ``_get_per_token_logps_and_entropies`` returns ``logp`` (so gradients flow to the caller's tensor)."""
+    ``_get_per_token_logps_and_entropies`` returns ``logp`` (so gradients flow to the caller's tensor).
+    The settings are the ``GRPOConfig`` fields of the same names (``epsilon_high=None``: ``epsilon``);
+    ``trl_policy_loss`` declares their defaults."""
     entropies = torch.zeros_like(logp.detach()) if entropies is None else entropies
 
     def get_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, **kwargs):
@@ -304,16 +306,11 @@ def make_trl_trainer(
     if blocking:
         raise ValueError(f"algo {a.name!r} needs what TRL's GRPOTrainer does not have: {'; '.join(blocking)}")
     check_positive_int("steps", steps)
+    # The sizes grpo_config_kwargs reads, checked as a lab run's are (steps is checked above).
     cfg = TrainConfig(
-        algo="grpo",
-        steps=steps,
-        prompts_per_step=prompts_per_step,
-        group_size=group_size,
-        max_new_tokens=max_new_tokens,
-        lr=lr,
-        temperature=temperature,
-        seed=seed,
-    )
+        prompts_per_step=prompts_per_step, group_size=group_size, max_new_tokens=max_new_tokens,
+        lr=lr, temperature=temperature, seed=seed,
+    )  # fmt: skip
     kw = grpo_config_kwargs(a, cfg)
     on_cpu = next(model.parameters()).device.type == "cpu"
     kw.update(

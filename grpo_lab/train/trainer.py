@@ -36,7 +36,7 @@ from .batch import Advantages, Batch, Sampled, UpdateBatch, check_batch_shape
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import MAX_SEED, TrainConfig
 from .critic import ValueModel
-from .estimators import ADVANTAGE_ESTIMATORS
+from .estimators import ADVANTAGE_ESTIMATORS, EstimatorInput
 from .step_metrics import reduce_updates, sample_metrics, sampling_stats
 
 __all__ = [  # the names other modules and notebooks import from here, some defined elsewhere
@@ -256,11 +256,10 @@ class Trainer:
                 values = self.critic(
                     rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask
                 )
-        estimate = ADVANTAGE_ESTIMATORS[algo.advantage]
-        advantages = estimate(
-            batch.rewards, mask, algo, self.cfg.group_size,
-            sampled=batch.sampled, old_logp=old_logp, ref_logp=ref_logp, values=values,
-        )  # fmt: skip
+        data = EstimatorInput(
+            batch.rewards, mask, self.cfg.group_size, batch.sampled, old_logp=old_logp, ref_logp=ref_logp, values=values
+        )
+        advantages = ADVANTAGE_ESTIMATORS[algo.advantage](data, algo)
         return UpdateBatch(rollout, mask, advantages, old_logp, ref_logp)
 
     # --- update ----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from grpo_lab.core.bandit import covariance, draws, entropy, entropy_change, expected_gradient, follow
+from grpo_lab.core.bandit import covariance, draws, entropy, entropy_change, expected_gradient, follow, group_weights
 
 # Two answers: right (reward 1, 1 token) and wrong (reward 0, 2 tokens); a uniform policy; G = 2.
 # Only the mixed groups (right, wrong) and (wrong, right), each of probability 1/4, carry a gradient.
@@ -27,20 +27,20 @@ def test_grpo_expected_gradient_by_hand():
     # per mixed group: right weight A/(2*1), wrong weight -A/(2*2); each times (e_k - pi), pi = (1/2, 1/2)
     per_group = A / 2 * 0.5 + A / 4 * 0.5
     expected = torch.tensor([0.5 * per_group, -0.5 * per_group], dtype=torch.float64)
-    got = expected_gradient(torch.zeros(2), R, L, 2, "seq_mean_token_mean", "group")
+    got = expected_gradient(torch.zeros(2), group_weights(R, L, 2, "seq_mean_token_mean", "group"))
     assert_close(got, expected)
 
 
 def test_dr_grpo_expected_gradient_by_hand():
     # A = +-0.5 (no std division), weight A / (G * max_len) = +-0.5 / 4 on both answers
-    got = expected_gradient(torch.zeros(2), R, L, 2, "seq_mean_token_sum_norm", "none", max_len=2)
+    got = expected_gradient(torch.zeros(2), group_weights(R, L, 2, "seq_mean_token_sum_norm", "none", max_len=2))
     assert_close(got, torch.tensor([0.0625, -0.0625], dtype=torch.float64))
 
 
 def test_token_mean_expected_gradient_by_hand():
     # A = +-A (std division), weight A / (1 + 2 tokens) on both answers of a mixed group
     per_group = A / 3 * 0.5 + A / 3 * 0.5
-    got = expected_gradient(torch.zeros(2), R, L, 2, "token_mean", "group")
+    got = expected_gradient(torch.zeros(2), group_weights(R, L, 2, "token_mean", "group"))
     assert_close(got, torch.tensor([0.5 * per_group, -0.5 * per_group], dtype=torch.float64))
 
 
@@ -68,7 +68,9 @@ def test_entropy_change_is_minus_a_covariance_for_a_centred_advantage():
 
 
 def test_mismatched_tables_are_refused():
-    with pytest.raises(ValueError, match="theta, rewards and lengths"):
-        expected_gradient(torch.zeros(3), R, L, 2)
+    with pytest.raises(ValueError, match="theta must be 1-D with one logit per answer of weights \\(K = 2\\)"):
+        expected_gradient(torch.zeros(3), group_weights(R, L, 2))
+    with pytest.raises(ValueError, match="rewards and lengths must be 1-D of one length K"):
+        group_weights(R, [1, 2, 3], 2)
     with pytest.raises(ValueError, match="lengths must be >= 1"):
-        expected_gradient(torch.zeros(2), R, [0, 2], 2)
+        group_weights(R, [0, 2], 2)
