@@ -153,7 +153,8 @@ def launch_script(algo: str, task: str, model: str) -> str:
 def _health_source() -> str:
     """``health.py``'s functions, with the imports and the constant they need, to paste into the script."""
     functions = (health.group_health, health.with_group_health, health.k3_sum_and_count, health.measuring_kl_to_start)
-    head = f"import math\nfrom collections.abc import Callable\n\nimport torch\n\nKL_TO_START = {health.KL_TO_START!r}\n\n\n"
+    head = "import math\nfrom collections.abc import Callable\n\nimport torch\n\n"
+    head += f"KL_TO_START = {health.KL_TO_START!r}\n\n\n"
     return head + "\n\n".join(inspect.getsource(f) for f in functions)
 
 
