@@ -12,13 +12,13 @@ At ``beta = 0`` TRL 1.16 loads no reference model and logs no ``kl``. ``measurin
 ``GRPOTrainer`` that still logs ``health/kl_to_start``: the KL of the policy that sampled a rollout to the starting
 weights, as the lab logs ``kl``. Scope: every rollout (all its completions, every process), measured once, when it
 has been generated and before any update on it; the per-token k3 estimate ``exp(s - l) - (s - l) - 1`` (``l`` the
-sampling policy's log-prob of each sampled token, ``s`` the starting weights', both as TRL computes log-probs, at the
-sampling temperature), averaged over all completion tokens; the logged value is the mean over the rollouts since the
-last log (``eval_health/kl_to_start`` for validation rollouts). Cost: TRL's own reference model (the weights of
-``--model``, so a resumed run still measures from the start), as at ``beta > 0``, and one forward pass of it per
-rollout; the sampling policy's log-probs are TRL's own when it computes them (always with vLLM), one more forward pass
-when not. At ``beta > 0`` it measures nothing: TRL's ``kl`` is there (k3 of the policy being updated, on the same
-samples).
+sampling policy's log-prob of each sampled token, ``s`` the starting weights', both as TRL computes log-probs, at
+the sampling temperature), averaged over all completion tokens; the logged value is the mean over the rollouts since
+the last log, absent from a log with none (``eval_health/kl_to_start`` for validation rollouts). Cost: TRL's own
+reference model (the weights of ``--model``, so a resumed run still measures from the start), as at ``beta > 0``,
+and one forward pass of it per rollout; the sampling policy's log-probs are TRL's own when it computes them (always
+with vLLM's importance-sampling correction, on in the recipe), one more forward pass when not. At ``beta > 0`` it
+measures nothing: TRL's ``kl`` is there (k3 of the policy being updated, on the same samples).
 """
 
 from __future__ import annotations
@@ -81,8 +81,10 @@ def measuring_kl_to_start(trainer_cls: type) -> type:
     the loss is TRL's without a KL term. Unchanged at ``beta > 0``, with ``sync_ref_model`` or a PEFT adapter."""
 
     class GRPOTrainerMeasuringKLToStart(trainer_cls):
-        def __init__(self, *args, **kwargs):
-            config = kwargs["args"]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            config = kwargs.get("args")
+            if config is None:
+                raise TypeError(f"args must be given by keyword (a GRPOConfig), got {kwargs.get('args')!r}")
             measure = config.beta == 0.0 and not config.sync_ref_model and kwargs.get("peft_config") is None
             if measure:
                 config.beta = 1.0  # TRL loads its reference model (ready for DeepSpeed or FSDP) only at beta != 0
@@ -95,7 +97,7 @@ def measuring_kl_to_start(trainer_cls: type) -> type:
                 self.beta = 0.0  # TRL's loss and its reference log-probs read self.beta: no KL term, no `kl`
             self.measures_kl_to_start = measure
 
-        def _generate_and_score_completions(self, inputs):
+        def _generate_and_score_completions(self, inputs: list) -> dict:
             output = super()._generate_and_score_completions(inputs)
             if self.measures_kl_to_start:
                 mode = "train" if self.model.training else "eval"

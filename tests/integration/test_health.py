@@ -141,3 +141,9 @@ def test_at_beta_0_the_training_is_trls_own(tmp_path):
         {k: h[k] for k in keys} for h in plain.state.log_history if "loss" in h
     ]
     assert all("kl" not in h for h in rows) and rows[-1][KL_TO_START] > 1e-6
+
+
+def test_the_config_must_be_given_by_keyword():
+    base = type("Trainer", (), {"__init__": lambda self, *args, **kwargs: None})
+    with pytest.raises(TypeError, match=r"args must be given by keyword \(a GRPOConfig\), got None"):
+        measuring_kl_to_start(base)("model", [], object())
