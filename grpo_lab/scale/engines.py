@@ -242,9 +242,11 @@ METRICS: tuple[Metric, ...] = (
         "kl",
         "kl",
         "mean k3 per token (with use_bias_correction_kl, k3 times the ratio) over completion tokens, logged only "
-        "when beta != 0 (at 0 TRL loads no reference model)",
+        "when beta != 0 (at 0 TRL loads no reference model); at beta = 0 the exported recipe logs "
+        "health/kl_to_start, k3 of the sampling policy to the starting weights per token over each rollout",
         "actor/kl_loss",
-        "kl_loss_type's estimator aggregated with loss_agg_mode, logged only when use_kl_loss=true",
+        "kl_loss_type's estimator aggregated with loss_agg_mode, logged only when use_kl_loss=true (the exported "
+        "recipe sets it at beta = 0 too, with kl_loss_coef=0: logged, not in the gradient)",
         ("workers/utils/losses.py", 'metrics["kl_loss"] = Metric(value=kl_loss'),
     ),
     Metric(

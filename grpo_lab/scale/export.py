@@ -71,7 +71,13 @@ def effective_algorithm(algo: str | Algorithm, engine: str) -> tuple[list[str], 
         lines += [
             "dual clip: " + (f"delta={s['delta']}" if "delta" in s else "none (delta unset)"),
             f"aggregation: loss_type={s['loss_type']}",
-            "KL: " + (f"beta={s['beta']} (k3 in the loss)" if s["beta"] else "none (beta=0: no reference model)"),
+            "KL: "
+            + (
+                f"beta={s['beta']} (k3 in the loss)"
+                if s["beta"]
+                else "none in the loss (beta=0); the script loads TRL's reference model to log health/kl_to_start, "
+                "the k3 KL of each rollout's sampling policy to the starting weights"
+            ),
             "vLLM/trainer mismatch: vllm_importance_sampling_correction=True, mode sequence_mask (TRL's defaults): "
             "one ratio exp(sum_t(logp_train - logp_vllm)) per completion weights its loss, unclipped; a completion "
             "whose ratio exceeds vllm_importance_sampling_clip_max=3 gets loss 0",
@@ -91,7 +97,12 @@ def effective_algorithm(algo: str | Algorithm, engine: str) -> tuple[list[str], 
         else:
             dual = f"clip_ratio_c={c} on negative advantages"
         kl = "none (use_kl_loss=false)"
-        if o.get("actor_rollout_ref.actor.use_kl_loss") == "true":
+        if o.get("actor_rollout_ref.actor.use_kl_loss") == "true" and a.beta == 0:
+            kl = (
+                "none in the loss (kl_loss_coef=0.0); use_kl_loss=true loads the reference so that actor/kl_loss "
+                f"logs the KL ({o['actor_rollout_ref.actor.kl_loss_type']}) to the starting weights"
+            )
+        elif o.get("actor_rollout_ref.actor.use_kl_loss") == "true":
             kl = f"kl_loss_coef={a.beta} ({o['actor_rollout_ref.actor.kl_loss_type']}) in the loss"
         elif a.kl_in_reward:
             kl = f"kl_coef={a.beta} ({o['algorithm.kl_penalty']}) in the reward"

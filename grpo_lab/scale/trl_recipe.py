@@ -151,10 +151,11 @@ def launch_script(algo: str, task: str, model: str) -> str:
 
 
 def _health_source() -> str:
-    """``health.py``'s functions, with the import they need, to paste into the script."""
-    return "import math\nfrom collections.abc import Callable\n\n\n" + "\n\n".join(
-        inspect.getsource(f) for f in (health.group_health, health.with_group_health)
-    )
+    """``health.py``'s functions, with the imports and the constant they need, to paste into the script."""
+    functions = (health.group_health, health.with_group_health, health.k3_sum_and_count, health.measuring_kl_to_start)
+    head = "import math\nfrom collections.abc import Callable\n\nimport torch\n\n"
+    head += f"KL_TO_START = {health.KL_TO_START!r}\n\n\n"
+    return head + "\n\n".join(inspect.getsource(f) for f in functions)
 
 
 def trl_files(a: Algorithm, task: str, model: str) -> dict[str, str]:

@@ -33,6 +33,14 @@ NO_DUAL_CLIP = 1e9
 """verl's vanilla loss always caps a negative advantage's ratio at clip_ratio_c (default 3.0, asserted > 1); a bound
 no ratio reaches is how a preset without a dual clip switches it off."""
 
+KL_AT_BETA_0 = ["actor_rollout_ref.actor.kl_loss_coef=0.0", "actor_rollout_ref.actor.kl_loss_type=low_var_kl"]
+"""With ``use_kl_loss=true``, what a beta = 0 preset sets so that verl logs ``actor/kl_loss``, the k3 KL of the
+policy being updated to the starting weights, without changing the gradient: verl loads its reference policy whenever
+use_kl_loss is on (``need_reference_policy``), and its actor loss adds ``kl_loss * kl_loss_coef`` (0 here: k3 is
+clamped to [-10, 10], so never inf times 0) while logging ``kl_loss`` itself. Cost: the reference's weights and one
+forward pass of it per rollout. ``actor/kl_loss`` is aggregated as the policy loss is (the preset's
+``loss_agg_mode``)."""
+
 
 def dual_clip(a: Algorithm) -> float:
     """The ``clip_ratio_c`` the recipe sets for ``a``: its ``dual_clip``, or ``NO_DUAL_CLIP`` when it has none."""
@@ -83,7 +91,7 @@ def verl_overrides(
         f"{actor}.clip_ratio_high={a.clip_high if a.clip_high is not None else a.clip_low}",
         f"{actor}.clip_ratio_c={dual_clip(a)}",
         f"{actor}.entropy_coeff={a.entropy_coef}",
-        f"{actor}.use_kl_loss={str(a.beta > 0 and not a.kl_in_reward).lower()}",
+        f"{actor}.use_kl_loss={str(not a.kl_in_reward).lower()}",  # at beta = 0 too: see KL_AT_BETA_0
         f"{rollout}.name=vllm",
         f"{rollout}.n={g}",
         f"{rollout}.temperature=1.0",
@@ -91,6 +99,8 @@ def verl_overrides(
         f"{rollout}.tensor_model_parallel_size=1",
         f"{rollout}.gpu_memory_utilization=0.6",
         f"{rollout}.log_prob_micro_batch_size_per_gpu={2 * PER_DEVICE}",
+        # every preset loads the reference: a KL term, or KL_AT_BETA_0's measurement
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={2 * PER_DEVICE}",
         f"{rollout}.val_kwargs.do_sample=true",
         f"{rollout}.val_kwargs.temperature=1.0",
         f"{rollout}.val_kwargs.n={VALIDATION_SAMPLES}",
@@ -118,14 +128,14 @@ def verl_overrides(
         o += [
             f"{actor}.kl_loss_coef={a.beta}",
             f"{actor}.kl_loss_type={KL[a.kl_kind]}",
-            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={2 * PER_DEVICE}",
         ]
+    if a.beta == 0 and not a.kl_in_reward:
+        o += KL_AT_BETA_0
     if a.kl_in_reward:
         o += [
             "algorithm.use_kl_in_reward=true",
             f"algorithm.kl_penalty={KL[a.kl_kind]}",
             f"algorithm.kl_ctrl.kl_coef={a.beta}",
-            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={2 * PER_DEVICE}",
         ]
     if a.advantage == "gae":
         o += [

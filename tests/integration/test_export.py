@@ -298,6 +298,11 @@ VERL_EXPECTED = {  # hand values: the presets at scale, in verl's keys
         "trainer.logger": ["console", "tensorboard"],
         "data.seed": 0,
         "actor_rollout_ref.rollout.seed": 0,
+        # beta = 0: the reference is loaded and actor/kl_loss logged, with no KL term in the gradient
+        "actor_rollout_ref.actor.use_kl_loss": True,
+        "actor_rollout_ref.actor.kl_loss_coef": 0.0,
+        "actor_rollout_ref.actor.kl_loss_type": "low_var_kl",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": 16,
     },
     "dr_grpo": {
         "algorithm.norm_adv_by_std_in_grpo": False,
@@ -330,7 +335,8 @@ VERL_EXPECTED = {  # hand values: the presets at scale, in verl's keys
         "algorithm.use_kl_in_reward": True,
         "algorithm.kl_penalty": "kl",
         "algorithm.kl_ctrl.kl_coef": 0.05,
-        "actor_rollout_ref.actor.use_kl_loss": False,
+        "actor_rollout_ref.actor.use_kl_loss": False,  # the KL is in the reward
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": 16,
         "critic.optim.lr": 1e-5,
         "critic.cliprange_value": 0.2,
         "trainer.critic_warmup": 4,
