@@ -47,9 +47,9 @@ def task_source(task: str, with_data: bool = True) -> tuple[str, str]:
     }[task]
     graders = [t.last_number, t.check_answer] if task == "sum3" else [t.check_answer, t.read_number]
     funcs = graders + [reward] + (data if with_data else [])
-    # What those functions read from the module: its imports and constants.
+    # What those functions read from the module: its imports and constants (json and os: the data templates').
     head = (
-        "import json\nimport math\nimport numbers\nimport os\nfrom fractions import Fraction\n\n"
+        "import math\nimport numbers\nfrom fractions import Fraction\n\n"
         f"MAX_ANSWER_DIGITS = {t.MAX_ANSWER_DIGITS!r}\n"
         f"INTEGER = re.compile({t.INTEGER.pattern!r})\n"
         f"FINAL_NUMBER = {t.FINAL_NUMBER!r}\n"
