@@ -91,7 +91,7 @@ def lab_prompt_stream(cfg: BenchConfig, n_steps: int) -> Dataset:
     """The rows of the train split the lab's Trainer draws for ``n_steps`` steps, in order."""
     from ..lab.tasks import get_task
 
-    task = get_task(cfg.train.task, seed=0)
+    task = get_task(cfg.train.task, seed=0, data_dir=cfg.train.data_dir)
     idx = Trainer.prompt_indices(random.Random(cfg.train.seed), len(task.train), n_steps * cfg.train.prompts_per_step)
     return task.train.select(idx).select_columns(["prompt", "answer"])
 

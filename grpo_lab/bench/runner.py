@@ -159,7 +159,7 @@ def run_trl(cfg: BenchConfig, arm: str = "trl") -> dict:
     torch.manual_seed(tc.seed)
     model, tokenizer = load_policy(tc.model, tc.device)
     device = next(model.parameters()).device
-    base = get_task(tc.task, seed=0)
+    base = get_task(tc.task, seed=0, data_dir=tc.data_dir)
     # TRL reads prompts from its dataset in order (shuffle_dataset=False): give it the lab's stream.
     task = Task(
         base.name, lab_prompt_stream(cfg, cfg.warmup + cfg.steps), base.test, base.reward_fn, features=base.features

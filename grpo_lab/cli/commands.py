@@ -94,11 +94,20 @@ def _pick_task(model: str, task: str | None, flag: str = "--task") -> str:
     return task
 
 
+def _check_data_dir_flag(given: dict) -> None:
+    """--data-dir is read by --task gsm8k only; said in the flags' words, before the settings are checked."""
+    if "data_dir" in given and given.get("task") != "gsm8k":
+        got = f"--task {given['task']}" if "task" in given else "no --task"
+        raise ValueError(f"--data-dir is read only by --task gsm8k, got {got}; add --task gsm8k")
+
+
 def train_command(args: argparse.Namespace) -> int:
     from ..lab.models import pick_device  # torch-heavy layers below: imported when a command runs
     from ..train import run as run_mod  # (a module, so that tests may stand in for its functions)
 
     given = settings_given(args, TRAIN_FIELDS)
+    if not args.resume:
+        _check_data_dir_flag(given)
     if args.save_every is not None and not args.save:
         raise ValueError("--save-every needs --save DIR (where to save)")
     if args.resume:
@@ -158,11 +167,13 @@ def eval_command(args: argparse.Namespace) -> int:
     from ..lab.tasks import get_task
 
     given = settings_given(args, EVAL_FIELDS)
+    _check_data_dir_flag(given)
+    data_dir = given.pop("data_dir", None)
     cfg = TrainConfig(**given | {"task": "sum3"})  # the same checks and defaults as a run's settings
     pick_device(cfg.device, "--device")
     if args.json:
         check_output_file(args.json, "--json")
-    task = get_task(_pick_task(cfg.model, given.get("task")), n_test=args.n)
+    task = get_task(_pick_task(cfg.model, given.get("task")), n_test=args.n, data_dir=data_dir)
     if len(task.test) < args.n:
         raise ValueError(
             f"--n {args.n} is more than the {len(task.test)} held-out prompts of task {task.name}; "
@@ -319,7 +330,7 @@ def export_command(args: argparse.Namespace) -> int:
     from ..scale.export import effective_algorithm, export_recipe  # the recipe templates: when a command runs
 
     algo = get_algorithm(args.algo, **dict(args.overrides))
-    files = export_recipe(algo, args.engine, args.model, args.task, args.out)
+    files = export_recipe(algo, args.engine, args.model, args.task, args.out, getattr(args, "data_dir", None))
     print(f"{args.algo} for {args.engine}: wrote {len(files)} files in {args.out} (read README.md there first)")
     for f in files:
         print(f"  {f}")

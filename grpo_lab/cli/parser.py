@@ -127,9 +127,9 @@ def _add_set_option(parser: argparse.ArgumentParser, help: str) -> None:
     )
 
 
-TRAIN_FIELDS = ("algo", "model", "task", "steps", "seed", "prompts_per_step", "group_size", "max_new_tokens",
-                "temperature", "lr", "kl_stop", "max_seconds", "max_samples", "device")  # fmt: skip
-EVAL_FIELDS = ("model", "task", "temperature", "max_new_tokens", "seed", "device")
+TRAIN_FIELDS = ("algo", "model", "task", "data_dir", "steps", "seed", "prompts_per_step", "group_size",
+                "max_new_tokens", "temperature", "lr", "kl_stop", "max_seconds", "max_samples", "device")  # fmt: skip
+EVAL_FIELDS = ("model", "task", "data_dir", "temperature", "max_new_tokens", "seed", "device")
 PAIRED_FIELDS = ("algo", "steps", "seed", "prompts_per_step", "group_size", "max_new_tokens", "lr", "device")
 BENCH_FIELDS = ("prompts_per_step", "group_size", "max_new_tokens", "temperature", "lr", "seed", "device", "model")
 RESUME_FLAGS = ("steps", "device")
@@ -278,5 +278,6 @@ def export_arguments(ex: argparse.ArgumentParser) -> None:
     ex.add_argument("--engine", choices=["trl", "verl"], required=True)
     ex.add_argument("--model", default="Qwen/Qwen2.5-1.5B-Instruct", help="a Hugging Face name or a folder")
     ex.add_argument("--task", choices=TASKS, default="gsm8k")
+    _add_config_flags(ex, ("data_dir",))
     ex.add_argument("--out", required=True, metavar="DIR", help="folder for the recipe")
     _add_set_option(ex, "change one Algorithm field of the preset, e.g. --set dynamic_sampling=false")

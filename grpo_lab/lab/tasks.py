@@ -18,8 +18,10 @@ follows ``####``. Offline, ``synthetic_word_problems`` makes problems of the sam
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
+import os
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -37,7 +39,7 @@ from ..io import first_line
 SUM3_CHARS = "0123456789+=,."
 MAX_FILLER = 8
 FORMATS = ("direct", "short", "verbose")
-_NUMBER = re.compile(r"-?[0-9]+")  # ASCII digits only: "²" or "١" are not digits of an answer
+INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits only: "²" or "١" are not digits of an answer
 MAX_ANSWER_DIGITS = 100
 """A number written with more digits than this scores 0 without being read (no task's answer is that long)."""
 
@@ -64,7 +66,7 @@ def sum3_completion(a: int, b: int, c: int, fmt: str, filler: int = 0) -> str:
     return "." * filler + body
 
 
-def _triples(split: str, n: int, seed: int) -> list[tuple[int, int, int]]:
+def sum3_triples(split: str, n: int, seed: int) -> list[tuple[int, int, int]]:
     """Disjoint train/test triples: a triple belongs to 'test' iff a fixed hash says so (1 in 8)."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
@@ -85,7 +87,7 @@ def sum3_dataset(split: str = "train", n: int = 2048, seed: int = 0) -> Dataset:
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    rows = _triples(split, n, seed)
+    rows = sum3_triples(split, n, seed)
     from datasets import Dataset  # pandas and pyarrow: seconds, so not at the command line's start-up
 
     return Dataset.from_dict(
@@ -102,7 +104,7 @@ def sum3_sft_examples(
 ) -> list[tuple[str, str]]:
     """Supervised (prompt, completion) pairs from the train split, formats and filler mixed."""
     rng = random.Random(f"sum3-sft-{seed}")
-    triples = _triples("train", n, seed + 1)
+    triples = sum3_triples("train", n, seed + 1)
     out = []
     for a, b, c in triples:
         fmt = rng.choices(FORMATS, weights=format_weights)[0]
@@ -113,7 +115,7 @@ def sum3_sft_examples(
 def last_number(text: str) -> int | None:
     """The last integer in ``text``, ASCII digits only (None when there is none, or when it has
     more than ``MAX_ANSWER_DIGITS`` digits)."""
-    found = _NUMBER.findall(text)
+    found = INTEGER.findall(text)
     if not found or len(found[-1].lstrip("-")) > MAX_ANSWER_DIGITS:
         return None
     return int(found[-1])
@@ -197,13 +199,13 @@ GSM8K_SYSTEM = "Solve the problem. Think step by step, then give the final answe
 
 
 # A final number: sign, digits with or without thousands separators, then decimals or a fraction.
-_FINAL_NUMBER = r"([-+]?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(\.[0-9]+)?(?:/([0-9]+))?"
-_AFTER_MARKER = re.compile(r"\s*\$?\s*" + _FINAL_NUMBER)
-_ANY_NUMBER = re.compile(r"(?<![0-9.])" + _FINAL_NUMBER + r"(?![0-9])")
+FINAL_NUMBER = r"([-+]?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(\.[0-9]+)?(?:/([0-9]+))?"
+AFTER_MARKER = re.compile(r"\s*\$?\s*" + FINAL_NUMBER)
+ANY_NUMBER = re.compile(r"(?<![0-9.])" + FINAL_NUMBER + r"(?![0-9])")
 
 
 def read_number(match: re.Match) -> Fraction | None:
-    """The exact value of a ``_FINAL_NUMBER`` match (None when it is too long, divides by zero, or runs
+    """The exact value of a ``FINAL_NUMBER`` match (None when it is too long, divides by zero, or runs
     on into digits that are not ASCII)."""
     sign, whole, decimals, denominator = match.groups()
     if match.string[match.end() : match.end() + 1].isdigit():  # "5²" or "5٣": not the number 5
@@ -233,10 +235,10 @@ def gsm8k_reward(completion: str, answer: int, finished: bool = True) -> float:
         return 0.0
     if "####" in completion:
         # The answer is the number right after the marker; anything written later does not count.
-        found = _AFTER_MARKER.match(completion.rsplit("####", 1)[-1])
+        found = AFTER_MARKER.match(completion.rsplit("####", 1)[-1])
     else:
         found = None
-        for found in _ANY_NUMBER.finditer(completion):
+        for found in ANY_NUMBER.finditer(completion):
             pass
     got = read_number(found) if found else None
     return 1.0 if got is not None and got == Fraction(answer) else 0.0
@@ -262,20 +264,86 @@ def synthetic_word_problems(n: int = 256, seed: int = 0) -> Dataset:
     return Dataset.from_dict({"prompt": prompts, "answer": answers})
 
 
-def gsm8k_dataset(split: str = "train", n: int | None = None) -> Dataset:
-    """GSM8K from the Hugging Face hub (needs internet), as columns ``prompt`` and ``answer``."""
-    from datasets import load_dataset
+GSM8K_FILES = ("train.jsonl", "test.jsonl")
+"""A local copy of GSM8K: a folder holding these two files, in GSM8K's own format (as its authors publish it)."""
+SOLUTION_ANSWER = re.compile(r"####\s*(-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+))\s*$")
+"""The end of a GSM8K solution: '####', then the final answer, an integer (thousands separators allowed)."""
 
+
+def gsm8k_answer(solution: str) -> int:
+    """The final answer of a GSM8K solution, the integer after the '####' that ends it ("... #### 1,200" is 1200)."""
+    found = SOLUTION_ANSWER.search(solution) if isinstance(solution, str) else None
+    if found is None:
+        tail = solution[-30:] if isinstance(solution, str) else solution
+        raise ValueError(f"the answer must end with '#### <integer>' (GSM8K's format), got ...{tail!r}")
+    return int(found.group(1).replace(",", ""))
+
+
+def gsm8k_rows(path: str | os.PathLike) -> list[dict]:
+    """The problems of a GSM8K-format file (JSON lines, each with "question" and "answer", the answer ending
+    '#### <integer>') as rows ``{"prompt", "answer"}``. Blank lines are skipped; anything else that is not
+    such a problem is refused with one line naming the file and the line."""
+    path = os.fspath(path)
+    want = 'one JSON object per line with "question" and "answer" (ending \'#### <integer>\')'
+    if not os.path.isfile(path):
+        raise ValueError(f"GSM8K file {path} does not exist; wanted a file of {want}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except UnicodeDecodeError:
+        raise ValueError(f"GSM8K file {path} is not UTF-8 text; wanted {want}") from None
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path} line {number}: not JSON ({err.msg}); wanted {want}") from None
+        if not isinstance(record, dict) or not all(
+            isinstance(record.get(k), str) and record[k].strip() for k in ("question", "answer")
+        ):
+            got = sorted(record) if isinstance(record, dict) else type(record).__name__
+            raise ValueError(f"{path} line {number}: got {got}; wanted a JSON object with \"question\" and "
+                             '"answer", both non-empty text')  # fmt: skip
+        try:
+            answer = gsm8k_answer(record["answer"])
+        except ValueError as err:
+            raise ValueError(f"{path} line {number}: {err}") from None
+        rows.append({"prompt": record["question"], "answer": answer})
+    if not rows:
+        raise ValueError(f"GSM8K file {path} holds no problems; wanted {want}")
+    return rows
+
+
+def gsm8k_split(data_dir: str, split: str) -> list[dict]:
+    """The rows of ``split`` ('train' or 'test') of a local GSM8K: ``data_dir``'s ``<split>.jsonl`` (``gsm8k_rows``)."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if not os.path.isdir(data_dir):
+        raise ValueError(
+            f"data_dir {data_dir} is not a folder; wanted a folder holding GSM8K's {' and '.join(GSM8K_FILES)}"
+        )
+    return gsm8k_rows(os.path.join(data_dir, f"{split}.jsonl"))
+
+
+def gsm8k_dataset(split: str = "train", n: int | None = None, data_dir: str | None = None) -> Dataset:
+    """GSM8K as columns ``prompt`` and ``answer``: from the Hugging Face hub (needs internet or its cache), or
+    from ``data_dir``, a folder holding GSM8K's ``train.jsonl`` and ``test.jsonl`` (see ``gsm8k_rows``)."""
+    from datasets import Dataset, load_dataset
+
+    if data_dir is not None:
+        rows = gsm8k_split(data_dir, split)
+        return Dataset.from_list(rows if n is None else rows[:n])
     try:
         ds = load_dataset("openai/gsm8k", "main", split=split)
     except Exception as err:  # offline, no cache, hub down: each raises its own type
         raise ValueError(
             f"task 'gsm8k' needs the Hugging Face hub (dataset openai/gsm8k) or its local cache, and could not "
-            f"load it ({first_line(err)}); use task 'words' (made offline) instead"
+            f"load it ({first_line(err)}); use task 'words' (made offline) instead, or give data_dir, a folder "
+            f"with GSM8K's {' and '.join(GSM8K_FILES)}"
         ) from None
-    ds = ds.map(
-        lambda r: {"prompt": r["question"], "answer": int(r["answer"].rsplit("####", 1)[-1].strip().replace(",", ""))}
-    )
+    ds = ds.map(lambda r: {"prompt": r["question"], "answer": gsm8k_answer(r["answer"])})
     ds = ds.select_columns(["prompt", "answer"])
     return ds if n is None else ds.select(range(min(n, len(ds))))
 
@@ -301,9 +369,26 @@ N_TEST = 1024
 """Held-out prompts ``get_task`` builds by default (what a training run evaluates on at most)."""
 
 
-def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int = N_TEST) -> Task:
-    """The named task: ``sum3`` (the lab's), ``words`` (GSM8K-shaped, offline) or ``gsm8k`` (hub)."""
+def check_data_dir(task: str, data_dir: object) -> None:
+    """``data_dir`` (GSM8K's files) is read by task gsm8k only: with another task it would change nothing."""
+    if data_dir is None:
+        return
+    if not isinstance(data_dir, str) or not data_dir:
+        raise ValueError(f"data_dir must be a folder (a path), got {type(data_dir).__name__} {data_dir!r}")
+    if task != "gsm8k":
+        raise ValueError(
+            f"data_dir (--data-dir) is read only by task gsm8k, got task {task!r}; give task gsm8k (--task gsm8k) "
+            "or no data_dir"
+        )
+
+
+def get_task(
+    name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int = N_TEST, data_dir: str | None = None
+) -> Task:
+    """The named task: ``sum3`` (the lab's), ``words`` (GSM8K-shaped, offline) or ``gsm8k`` (from the hub, or
+    from ``data_dir``, a folder with GSM8K's ``train.jsonl`` and ``test.jsonl``)."""
     check_choice("task", name, TASKS)
+    check_data_dir(name, data_dir)
     if name == "sum3":
         return Task(
             "sum3",
@@ -320,5 +405,5 @@ def get_task(name: str = "sum3", seed: int = 0, n_train: int = 4096, n_test: int
             gsm8k_reward,
             chat=True,  # one of CHAT_TASKS
         )
-    train, test = gsm8k_dataset("train", n_train), gsm8k_dataset("test", n_test)
+    train, test = gsm8k_dataset("train", n_train, data_dir), gsm8k_dataset("test", n_test, data_dir)
     return Task("gsm8k", train, test, gsm8k_reward, chat=True)  # one of CHAT_TASKS

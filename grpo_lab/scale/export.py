@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
 
 from ..algorithms import Algorithm, get_algorithm
 from ..core.checks import check_choice
+from ..lab.tasks import check_data_dir, gsm8k_split
 from .at_scale import NUM_GPUS, scale_table, updates_per_rollout
 from .engines import ENGINES, VERL_VERSION, as_algorithm, refusal
 from .task_code import TASKS
@@ -133,10 +135,19 @@ def effective_algorithm(algo: str | Algorithm, engine: str) -> tuple[list[str], 
     return lines, warnings
 
 
-def _readme(a: Algorithm, engine: str, model: str, task: str, summary: list[str], warnings: list[str]) -> str:
+def _readme(
+    a: Algorithm, engine: str, model: str, task: str, summary: list[str], warnings: list[str], data_dir: str | None
+) -> str:
     head = f"# {a.name} on {task} with {'TRL' if engine == 'trl' else 'verl ' + VERL_VERSION}\n\n"
     sets = "".join(f" --set {k}={json.dumps(v)}" for k, v in set_flags(a))
-    body = f"Exported by `python -m grpo_lab export --algo {a.name}{sets} --engine {engine} --task {task}`.\n\n"
+    data = f" --data-dir {shlex.quote(data_dir)}" if data_dir else ""
+    body = f"Exported by `python -m grpo_lab export --algo {a.name}{sets} --engine {engine} --task {task}{data}`.\n\n"
+    if data_dir:
+        script = "train_grpo.py" if engine == "trl" else "prepare_data.py"
+        body += (
+            f"Data: GSM8K's `train.jsonl` and `test.jsonl` in `{data_dir}`, {script}'s `--data-dir` default (the "
+            "Hugging Face hub without one).\n\n"
+        )
     body += f"Install: `{TRL_INSTALL if engine == 'trl' else VERL_INSTALL}`\n\n## The algorithm this recipe runs\n\n"
     body += "".join(f"- {line}\n" for line in summary) + "".join(f"- warning: {w}\n" for w in warnings) + "\n"
     if engine == "trl":
@@ -228,13 +239,22 @@ def _check_out(out: Path) -> None:
         )
 
 
-def export_recipe(algo: str | Algorithm, engine: str, model: str, task: str, out: str | Path) -> list[Path]:
+def export_recipe(
+    algo: str | Algorithm, engine: str, model: str, task: str, out: str | Path, data_dir: str | None = None
+) -> list[Path]:
     """Write the recipe for ``algo`` (a preset name or an ``Algorithm``) on ``engine`` into folder ``out``;
-    returns the files written. Raises ``ValueError`` (one line, naming what to use instead) when the engine
-    cannot run the algorithm or ``out`` cannot take the recipe."""
+    returns the files written. ``data_dir`` (task gsm8k): a folder with GSM8K's train.jsonl and test.jsonl, read
+    now and written into the recipe as its absolute path, so its scripts read the same files (default: the hub).
+    Raises ``ValueError`` (one line, naming what to use instead) when the engine cannot run the algorithm, the
+    data is not GSM8K's format, or ``out`` cannot take the recipe."""
     a = as_algorithm(algo)
     check_choice("engine", engine, ENGINES)
     check_choice("task", task, TASKS)
+    check_data_dir(task, data_dir)
+    if data_dir is not None:
+        for split in ("train", "test"):  # refused here, in one line, rather than on the cluster
+            gsm8k_split(data_dir, split)
+        data_dir = str(Path(data_dir).expanduser().resolve())
     if not isinstance(model, str) or not model:
         raise ValueError(f"model must be a Hugging Face name or a folder, got {model!r}")
     why = refusal(a, engine)
@@ -242,9 +262,9 @@ def export_recipe(algo: str | Algorithm, engine: str, model: str, task: str, out
         raise ValueError(f"algo {a.name!r} cannot be exported to {engine}: {why}")
     out = Path(out)
     _check_out(out)
-    files = trl_files(a, task, model) if engine == "trl" else verl_files(a, task, model)
+    files = trl_files(a, task, model, data_dir) if engine == "trl" else verl_files(a, task, model, data_dir)
     summary, warnings = effective_algorithm(a, engine)
-    files["README.md"] = _readme(a, engine, model, task, summary, warnings)
+    files["README.md"] = _readme(a, engine, model, task, summary, warnings, data_dir)
     files[MARKER] = json.dumps({"algo": a.name, "engine": engine, "files": sorted(files)}, indent=1) + "\n"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

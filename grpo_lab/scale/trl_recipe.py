@@ -158,8 +158,8 @@ def _health_source() -> str:
     return head + "\n\n".join(inspect.getsource(f) for f in functions)
 
 
-def trl_files(a: Algorithm, task: str, model: str) -> dict[str, str]:
-    """The TRL recipe's files by relative path."""
+def trl_files(a: Algorithm, task: str, model: str, data_dir: str | None = None) -> dict[str, str]:
+    """The TRL recipe's files by relative path; ``data_dir`` (task gsm8k: GSM8K's files) is the script's default."""
     settings = {k: v for k, v in trl_settings(a).items() if v is not None}
     source, reward_name = task_source(task)
     files = {
@@ -173,6 +173,7 @@ def trl_files(a: Algorithm, task: str, model: str) -> dict[str, str]:
             smoke=pformat(SMOKE, sort_dicts=False),
             overlong_cache=VALUE["overlong cache (DAPO)"] if a.overlong_penalty else None,
             chat=task != "sum3",
+            data_dir_repr=repr(data_dir),
             task_source=source,
             rows=ROWS[task],
             reward_name=reward_name,

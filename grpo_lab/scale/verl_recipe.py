@@ -187,12 +187,19 @@ def run_script(overrides: list[str]) -> str:
     )
 
 
-def verl_files(a: Algorithm, task: str, model: str) -> dict[str, str]:
-    """The verl recipe's files by relative path."""
+def verl_files(a: Algorithm, task: str, model: str, data_dir: str | None = None) -> dict[str, str]:
+    """The verl recipe's files by relative path; ``data_dir`` (task gsm8k: GSM8K's files) is prepare_data.py's
+    default."""
     source, reward_name = task_source(task)
     return {
         "prepare_data.py": render(
-            "prepare_data.py", task=task, task_repr=repr(task), task_source=source, rows=ROWS[task], chat=task != "sum3"
+            "prepare_data.py",
+            task=task,
+            task_repr=repr(task),
+            task_source=source,
+            rows=ROWS[task],
+            chat=task != "sum3",
+            data_dir_repr=repr(data_dir),
         ),
         "reward.py": render("reward.py", task=task, task_source=task_source(task, False)[0], reward_name=reward_name),
         "run.sh": run_script(verl_overrides(a, model, task)),

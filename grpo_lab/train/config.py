@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..algorithms import AlgoName, Algorithm, get_algorithm
 from ..core.checks import check_choice, check_positive_int
-from ..lab.tasks import TASKS, TaskName
+from ..lab.tasks import TASKS, TaskName, check_data_dir
 
 MAX_SEED = 2**32 - 1
 """Seeds are 32-bit, as NumPy's are: larger ones overflow the per-step generators derived from them."""
@@ -36,6 +36,11 @@ class TrainConfig:
     task: TaskName = _flag(
         "sum3", "default: sum3 for the lab's own model (and policies trained from it), words otherwise"
     )
+    data_dir: str | None = _flag(
+        None, "task gsm8k only: a folder with GSM8K's train.jsonl and test.jsonl (default: the Hugging Face hub)"
+    )
+    """Task gsm8k only: a folder holding GSM8K's own files, train.jsonl and test.jsonl (JSON lines with "question"
+    and "answer", the answer ending '#### <integer>'); None reads openai/gsm8k from the Hugging Face hub."""
     steps: int = _flag(100, "training steps")
     seed: int = _flag(0, f"random seed, an integer in [0, {MAX_SEED}]")
     prompts_per_step: int = _flag(16, "prompts per step", flag="--prompts")
@@ -61,6 +66,7 @@ class TrainConfig:
 
     def __post_init__(self):
         check_choice("task", self.task, TASKS)
+        check_data_dir(self.task, self.data_dir)
         for name in ("steps", "prompts_per_step", "group_size", "max_new_tokens"):
             check_positive_int(name, getattr(self, name), minimum=0 if name == "steps" else 1)
         check_positive_int("seed", self.seed, minimum=0, maximum=MAX_SEED)

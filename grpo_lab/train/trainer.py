@@ -69,13 +69,13 @@ class Trainer:
         self.scorer = score_completions if scorer is None else scorer
         self.cfg = cfg
         torch.manual_seed(cfg.seed)
+        self.task = task or get_task(cfg.task, seed=0, data_dir=cfg.data_dir)  # a bad data file: before the model
         if model is None:
             model, tokenizer = load_policy(cfg.model, cfg.device)
         elif tokenizer is None:
             raise ValueError("tokenizer must be given together with model")
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
-        self.task = task or get_task(cfg.task, seed=0)
         needs_ref = cfg.track_kl or self.algo.beta > 0
         self.ref = copy.deepcopy(model).eval().requires_grad_(False) if needs_ref else None
         self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)

@@ -509,51 +509,6 @@ def test_an_export_interrupted_while_writing_leaves_no_half_written_recipe(tmp_p
     assert list(tmp_path.iterdir()) == []
 
 
-def _local_gsm8k(tmp_path: Path) -> tuple[Path, Path]:
-    """A copy of the tiny model with a chat template, and GSM8K-format files (question; answer ending '#### N')."""
-    import shutil
-
-    model = tmp_path / "tiny-chat"
-    shutil.copytree(TINY, model)
-    cfg = json.loads((model / "tokenizer_config.json").read_text())
-    cfg["chat_template"] = (
-        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}assistant: {% endif %}"
-    )
-    (model / "tokenizer_config.json").write_text(json.dumps(cfg))
-    tok = json.loads((model / "tokenizer.json").read_text())
-    tok["model"]["unk_token"] = "."  # its vocabulary is digits and signs: letters become "." instead of an error
-    (model / "tokenizer.json").write_text(json.dumps(tok))
-    data = tmp_path / "gsm8k"
-    data.mkdir()
-    for split, n in (("train", 12), ("test", 4)):
-        question, answer = "Ann has {} apples and buys {}. How many?", "{} + {}\n#### {}"
-        rows = [{"question": question.format(i, i + 2), "answer": answer.format(i, i + 2, 2 * i + 2)} for i in range(n)]
-        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return model, data
-
-
-def test_the_exported_gsm8k_recipes_run_offline_on_a_local_chat_model_and_files(tmp_path):
-    model, data = _local_gsm8k(tmp_path)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    export_recipe("grpo", "trl", str(model), "gsm8k", tmp_path / "trl")
-    out = tmp_path / "run"
-    cmd = [sys.executable, "train_grpo.py", "--smoke", "--data-dir", str(data), "--output-dir", str(out)]
-    proc = subprocess.run(cmd, cwd=tmp_path / "trl", env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    resolved = json.loads((out / "resolved_config.json").read_text())
-    assert resolved["global_step"] == 2 and resolved["reward_funcs"] == ["gsm8k_reward_trl"]
-    export_recipe("grpo", "verl", str(model), "gsm8k", tmp_path / "verl")
-    cmd = [sys.executable, "prepare_data.py", "--out", "data/gsm8k", "--data-dir", str(data)]
-    proc = subprocess.run(cmd, cwd=tmp_path / "verl", env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    import pandas as pd
-
-    rows = pd.read_parquet(tmp_path / "verl" / "data" / "gsm8k" / "train.parquet")
-    assert len(rows) == 12 and rows.iloc[3]["reward_model"]["ground_truth"] == "8"
-    assert [m["role"] for m in rows.iloc[0]["prompt"]] == ["system", "user"]
-
-
 def test_a_readme_names_the_set_flags_and_what_the_engine_lacks(tmp_path):
     out = tmp_path / "d"
     args = ["export", "--algo", "dapo", "--set", "dynamic_sampling=false", "--engine", "trl", "--out", str(out)]

@@ -400,3 +400,68 @@ def test_the_task_names_are_one_list_and_an_unknown_one_is_one_line():
         get_task("sum4")
     assert len(get_task("sum3").test) == N_TEST == 1024
     assert get_task("words", n_test=4).chat and not get_task("sum3", n_test=4).chat
+
+
+# --------------------------------------------------------------------------------------------
+# GSM8K's own files: the final answer after '####', a local folder of train.jsonl and test.jsonl
+# --------------------------------------------------------------------------------------------
+
+
+def test_gsm8k_answer_reads_the_integer_after_the_final_marker():
+    from grpo_lab.lab.tasks import gsm8k_answer
+
+    # GSM8K's first training problem (Natalia's clips): 48 in April, 48/2 = 24 in May, 48 + 24 = 72
+    solution = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips.\n#### 72"
+    assert gsm8k_answer(solution) == 72
+    assert gsm8k_answer("so #### 1,200\n") == 1200  # thousands separators, a trailing newline
+    assert gsm8k_answer("#### 5 then #### -3") == -3  # the last marker
+    for bad in ("the answer is 72", "#### 5.5", "#### 5 more", "#### 1,20", ""):
+        with pytest.raises(ValueError, match=r"^the answer must end with '#### <integer>' \(GSM8K's format\), got"):
+            gsm8k_answer(bad)
+
+
+def test_a_local_gsm8k_folder_is_read_as_prompts_and_answers(tmp_path):
+    import json
+
+    rows = [{"question": "Ann has 2 apples and buys 3. How many?", "answer": "2+3=5\n#### 5"},
+            {"question": "Ben has 10 and gives 4 away. How many?", "answer": "10-4=6\n#### 6"}]  # fmt: skip
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n")  # a blank last line
+    (tmp_path / "test.jsonl").write_text(json.dumps(rows[1]) + "\n")
+    task = get_task("gsm8k", n_train=1, data_dir=str(tmp_path))
+    assert task.chat and task.reward_fn is gsm8k_reward
+    assert task.train["prompt"] == [rows[0]["question"]] and task.train["answer"] == [5]
+    assert task.test["prompt"] == [rows[1]["question"]] and task.test["answer"] == [6]
+    assert len(get_task("gsm8k", data_dir=str(tmp_path)).train) == 2
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", r"^GSM8K file .*train\.jsonl holds no problems; wanted one JSON object per line"),
+        ('{"question": "q", "answer": "#### 1"}\n{"question": "q"', r"^.*train\.jsonl line 2: not JSON \("),
+        ('["q", "#### 1"]', r"^.*train\.jsonl line 1: got list; wanted a JSON object with \"question\" and \"answer\""),
+        ('\n{"question": " ", "answer": "#### 1"}', r"^.*train\.jsonl line 2: got \['answer', 'question'\]; wanted"),
+        ('{"question": "q", "answer": "4"}', r"^.*train\.jsonl line 1: the answer must end with '#### <integer>'"),
+    ],
+)
+def test_a_bad_gsm8k_file_is_one_line_naming_the_file_and_line(tmp_path, text, message):
+    from grpo_lab.lab.tasks import gsm8k_rows
+
+    (tmp_path / "train.jsonl").write_text(text)
+    with pytest.raises(ValueError, match=message) as info:
+        gsm8k_rows(tmp_path / "train.jsonl")
+    assert "\n" not in str(info.value)
+
+
+def test_a_data_dir_is_for_task_gsm8k_only_and_must_be_a_folder(tmp_path):
+    from grpo_lab.train.config import TrainConfig
+
+    with pytest.raises(ValueError, match=r"^data_dir \(--data-dir\) is read only by task gsm8k, got task 'sum3'"):
+        TrainConfig(data_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"^data_dir \(--data-dir\) is read only by task gsm8k, got task 'words'"):
+        get_task("words", data_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"^data_dir .*nowhere is not a folder; wanted a folder holding GSM8K's"):
+        get_task("gsm8k", data_dir=str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match=r"^GSM8K file .*train\.jsonl does not exist"):
+        get_task("gsm8k", data_dir=str(tmp_path))
+    assert TrainConfig(task="gsm8k", data_dir=str(tmp_path)).data_dir == str(tmp_path)  # read when the run starts
