@@ -149,9 +149,11 @@ class Algorithm:
         low_open=True,
         used_when=(lambda a: a.minibatches * a.epochs > 1, "only several updates per rollout can stop early"),
     )
-    """Skip a rollout's remaining updates once the approx-KL to the policy that sampled passes it (CleanRL's and
-    Stable-Baselines3's ``target_kl``). Checked on each mini-batch before its step, as Stable-Baselines3 does (at
-    1.5 times its ``target_kl``; the lab at the value itself), so the update that would go further is not taken."""
+    """Skip a rollout's remaining updates once the approx-KL to the policy that sampled passes it. Checked on each
+    mini-batch before its step, as Stable-Baselines3 does (at 1.5 times its ``target_kl``; the lab at the value
+    itself), so the update that would go further is not taken; CleanRL checks after each epoch instead, so the
+    update that crossed it has been taken. With one update per rollout the approx-KL is always 0: the command
+    line refuses it there, and in Python it never triggers."""
     # --- critic (PPO only) ---
     gamma: float = _field(1.0, "advantages", low=0, high=1, used_when=_CRITIC)
     lam: float = _field(0.95, "advantages", low=0, high=1, used_when=_CRITIC)

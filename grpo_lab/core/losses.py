@@ -276,8 +276,9 @@ def clip_stats(
 def approx_kl(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> float:
     """How far the policy being trained has moved from the one that sampled: the mean over the tokens where
     ``mask`` is 1 of ``(w - 1) - log w``, ``w = exp(logp - old_logp)`` per token (Schulman's k3 estimator of
-    KL(pi_old || pi_theta) on tokens pi_old sampled; CleanRL's ``approx_kl``). 0 on the first update of a
-    rollout; it grows with each further update on the same rollout. verl logs the k1 estimator of the same
+    KL(pi_old || pi_theta) on tokens pi_old sampled; CleanRL's ``approx_kl``). Measured before this update's
+    step, it is how far the earlier updates on this rollout have moved the policy, on this mini-batch: 0 on a
+    rollout's first update, and usually larger with each further one. verl logs the k1 estimator of the same
     KL, ``mean(old_logp - logp)``, as ``actor/ppo_kl``: the same expectation, noisier, and it can be negative.
     """
     valid = check_mask("mask", mask, "logp", logp).bool()
@@ -330,8 +331,8 @@ def policy_loss(
 
     Returns:
         ``(loss, stats)``: a scalar tensor, and ``clip_stats``'s floats (a sequence-level ratio
-        counts once per token of its sequence), ``approx_kl`` (``approx_kl``'s estimate of how far
-        the update has moved from the sampling policy), plus ``kl_mean`` when ``kl`` is given.
+        counts once per token of its sequence), ``approx_kl`` (how far the earlier updates
+        on this rollout have moved the policy, measured before this step), plus ``kl_mean`` when ``kl`` is given.
     """
     per_token, ratio, dual_clipped = per_token_surrogate(
         logp, old_logp, advantages, mask, clip_low, clip_high, ratio_level, dual_clip

@@ -46,8 +46,10 @@ METRIC_NOTES = {
     "entropy": ("entropy per token (nats)", "falling to ~0: the policy stopped exploring (entropy collapse)"),
     "off_policy": (
         "clipped share (low, high); approx-KL",
-        "0 with one update per rollout (the ratio is 1); with several, a clip share of many percent or an "
-        "approx-KL that keeps rising: the updates have left the policy that sampled (lr too high, too many updates)",
+        "0 by construction with one update per rollout. With several: a clipped share or an approx-KL that climbs "
+        "step after step says the updates are leaving the policy that sampled (lr too high, too many updates); the "
+        "healthy level depends on the algorithm (GSPO's tight clip cuts a large share). Each step shows the mean over "
+        "its updates, each measured before its own step, so the first is always 0",
     ),
 }
 OFF_POLICY = {"clip_frac_low": ("clipped, low (A < 0)", "--"), "clip_frac_high": ("clipped, high (A > 0)", "-")}

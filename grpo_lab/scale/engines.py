@@ -155,7 +155,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("critic_lr", (), ("critic.optim.lr",), "the critic's own optimiser; verl has no vf_coef"),
     Setting("critic_warmup_steps", (), ("trainer.critic_warmup",), "steps"),
     # run control: not lab knobs, but what an exported recipe sets
-    Setting("passes over the data", ("num_train_epochs",), ("trainer.total_epochs",), "TRL's default is 3"),
+    Setting("passes over the data", ("num_train_epochs",), ("trainer.total_epochs",), "TRL's default is 3, verl's 30"),
     Setting(
         "checkpoints",
         ("save_strategy", "save_steps", "save_total_limit"),
@@ -166,7 +166,8 @@ SETTINGS: tuple[Setting, ...] = (
         "validation",
         ("eval_strategy", "eval_steps", "num_generations_eval"),
         ("trainer.test_freq", f"{R}.val_kwargs.do_sample", f"{R}.val_kwargs.temperature", f"{R}.val_kwargs.n"),
-        "verl's test_freq defaults to -1 (never validates) and val_kwargs to greedy, n=1",
+        "verl's test_freq defaults to -1 (no validation during training; val_before_train=true still validates once "
+        "before it) and val_kwargs to greedy, n=1",
     ),
     Setting(
         "tracking",

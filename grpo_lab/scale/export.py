@@ -66,7 +66,7 @@ def effective_algorithm(algo: str | Algorithm, engine: str) -> tuple[list[str], 
         warnings.append(
             f"clip_low {a.clip_low} and clip_high {high} cannot act: with 1 update per rollout the old log-probs come "
             "from the weights being updated, so every ratio is 1 up to recompute noise (TRL recomputes them in a "
-            "separate forward pass when vLLM's correction is on, verl always recomputes old_log_prob)"
+            "separate forward pass when vLLM's correction is on, verl recomputes old_log_prob unless algorithm.rollout_correction.bypass_mode=true)"
         )
     if engine == "trl":
         s = trl_settings(a)
@@ -84,7 +84,8 @@ def effective_algorithm(algo: str | Algorithm, engine: str) -> tuple[list[str], 
             "one ratio exp(sum_t(logp_train - logp_vllm)) per completion weights its loss, unclipped; a completion "
             "whose ratio exceeds vllm_importance_sampling_clip_max=3 gets loss 0",
             f"seeds: seed={s['seed']} sets the data order and transformers' sampling (--vllm-mode none); vLLM's seed "
-            "is the process index (divided by the tensor-parallel size); a pretrained model is not initialised from it",
+            "is the process index (divided by the tensor-parallel size) in colocate mode; a pretrained model is not "
+            "initialised from it",
             f"epochs: num_train_epochs={s['num_train_epochs']} pass over the data, num_iterations={s['num_iterations']}",
         ]
         if dict(set_flags(a)).get("dynamic_sampling") is False:
@@ -187,17 +188,17 @@ def _readme(
             "exp(sum over its tokens of logp_trainer - logp_vLLM). A completion whose ratio is above "
             "`vllm_importance_sampling_clip_max=3` gets loss 0; otherwise the ratio multiplies its loss, "
             "unclipped.\n"
-            f"- Seeds: `seed={s['seed']}` sets the data order and transformers' sampling (`--vllm-mode none`); vLLM's "
-            "seed is the process index (divided by `vllm_tensor_parallel_size`). A pretrained model is not "
+            f"- Seeds: `seed={s['seed']}` sets the data order and transformers' sampling (`--vllm-mode none`); in colocate "
+            "mode vLLM's seed is the process index (divided by `vllm_tensor_parallel_size`). A pretrained model is not "
             "initialised from it.\n\n"
         )
     else:
         body += (
             "Files: `prepare_data.py` (parquet), `reward.py` (`compute_score`), `run.sh` "
             "(`./run.sh [GPUS] [key=value ...]`: `python -m verl.trainer.main_ppo` with its overrides).\n\n"
-            "Checkpoints: every `trainer.save_freq` rollouts, the last `trainer.max_actor_ckpt_to_keep` kept, "
+            "Checkpoints: every `trainer.save_freq` rollouts and at the last, the last `trainer.max_actor_ckpt_to_keep` kept, "
             "`trainer.resume_mode=auto` resumes from `trainer.default_local_dir`. Validation: every "
-            "`trainer.test_freq` rollouts and once before training (`trainer.val_before_train`, true by default), "
+            "`trainer.test_freq` rollouts, at the last, and once before training (`trainer.val_before_train`, true by default), "
             "on the whole test parquet, sampled (`val_kwargs.do_sample=true`, `val_kwargs.n`). Tracking: `trainer.logger=[console,tensorboard]` "
             "(TensorBoard files under `tensorboard_log/`), `trainer.log_val_generations` validation completions to "
             "TensorBoard, every training completion as JSON lines under `trainer.rollout_data_dir`.\n\n"

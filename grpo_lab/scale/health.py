@@ -5,8 +5,10 @@ TRL 1.16 logs ``reward_std`` as the std over the whole batch; the lab's within-g
 groups still carry a gradient, has no TRL key. ``with_group_health`` wraps the task's reward function and reports,
 through the ``log_metric`` argument TRL passes to every reward function (averaged over each logging step, next to
 TRL's own metrics, in TensorBoard and ``log_history`` alike), ``health/reward_std_within_group`` and
-``health/zero_std_frac``. TRL hands a reward function each prompt's completions one after another, so a group is a
-run of equal prompts.
+``health/zero_std_frac``, both of the rewards the wrapped function returns: where the recipe adds a second reward
+function (DAPO's overlong penalty), they leave it out, unlike the lab's within-group std and TRL's
+``frac_reward_zero_std``, which see the summed reward. TRL hands a reward function each prompt's completions one after
+another, so a group is a run of equal prompts.
 
 At ``beta = 0`` TRL 1.16 loads no reference model and logs no ``kl``. ``measuring_kl_to_start`` makes a
 ``GRPOTrainer`` that still logs ``health/kl_to_start``: the KL of the policy that sampled a rollout to the starting
@@ -78,7 +80,8 @@ def k3_sum_and_count(logp: torch.Tensor, start_logp: torch.Tensor, mask: torch.T
 
 def measuring_kl_to_start(trainer_cls: type) -> type:
     """``trainer_cls`` (TRL 1.16's ``GRPOTrainer``) that, at ``beta = 0``, logs ``KL_TO_START`` for every rollout;
-    the loss is TRL's without a KL term. Unchanged at ``beta > 0``, with ``sync_ref_model`` or a PEFT adapter."""
+    the loss is TRL's without a KL term. Unchanged at ``beta > 0``, with ``sync_ref_model`` or a ``peft_config``
+    (a model passed already wrapped by PEFT is not supported; the exported script passes a path)."""
 
     class GRPOTrainerMeasuringKLToStart(trainer_cls):
         def __init__(self, *args: object, **kwargs: object) -> None:
