@@ -6,7 +6,9 @@
 Steps, in order (each one's result is recorded, and a failed step does not stop the others):
 
 1. ``pretrain``: build the gpu profile's policy (``python -m grpo_lab pretrain --size gpu --device cuda``);
-2. ``notebooks``: every notebook under nbval with ``GRPO_LAB_PROFILE=gpu``;
+2. ``notebooks``: every notebook under nbval with ``GRPO_LAB_PROFILE=gpu``, then the "Train it" cells of
+   notebooks 03 to 09 (``tools/run_train_cells.py``) with ``GRPO_LAB_PROFILE=hf``: a real chat model on GSM8K
+   from the Hugging Face hub, or the local copies ``GRPO_LAB_MODEL`` and ``GRPO_LAB_DATA_DIR`` name;
 3. ``train``: ``python -m grpo_lab train`` for each algorithm on that policy at the gpu profile's sizes;
 4. ``bench``: ``python -m grpo_lab bench`` on the GPU with that policy.
 
@@ -35,6 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the checkout's grpo_lab, wherever the script is started from
+
+from run_train_cells import tagged_notebooks  # noqa: E402 - tools/, the script's own folder
 
 STEPS = ("pretrain", "notebooks", "train", "bench")
 
@@ -104,6 +108,7 @@ def plan(smoke: bool, out: Path, train_seconds: float | None) -> dict:
         train[algo] = argv
     bench = ["bench", *shared, "--json", str(out / "bench.json"), *bench]
     notebooks = [] if smoke else sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
+    notebooks_hf = [] if smoke else [str(p.relative_to(ROOT)) for p in tagged_notebooks()]
     return {
         "policy": str(policy),
         "sizes": sizes,
@@ -111,6 +116,7 @@ def plan(smoke: bool, out: Path, train_seconds: float | None) -> dict:
         "train": train,
         "bench": bench,
         "notebooks": notebooks,
+        "notebooks_hf": notebooks_hf,
     }
 
 
@@ -257,6 +263,17 @@ def check(
                 env={"GRPO_LAB_PROFILE": "gpu"},
             )
             result["notebooks"][nb] = {"ok": ok, "seconds": secs, **({"error": err} if err else {})}
+        result["notebooks_hf"] = {}
+        for nb in p["notebooks_hf"]:  # the second pass: the train-it cells on the hf profile's chat model
+            say(f"gpu_check: train-it cells of {nb} on the hf profile ...")
+            t = time.perf_counter()
+            ok, err, secs = _subprocess(
+                [sys.executable, "tools/run_train_cells.py", Path(nb).name[:2]],
+                timeout=notebook_timeout,
+                t=t,
+                env={"GRPO_LAB_PROFILE": "hf"},
+            )
+            result["notebooks_hf"][nb] = {"ok": ok, "seconds": secs, **({"error": err} if err else {})}
         if smoke:
             result["notebooks_skipped"] = "the CPU smoke run executes no notebook"
     if "train" in only:
@@ -283,6 +300,7 @@ def check(
     result["seconds"] = time.perf_counter() - t0
     parts = [result[k] for k in ("pretrain", "bench") if k in result]
     parts += list(result.get("train", {}).values()) + list(result.get("notebooks", {}).values())
+    parts += list(result.get("notebooks_hf", {}).values())
     result["ok"] = all(x["ok"] for x in parts)
     from grpo_lab.io import save_json
 

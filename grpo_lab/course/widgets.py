@@ -299,8 +299,8 @@ def overlong_penalty_explorer(
     def draw(L_max, L_cache):
         viz.plot_overlong_penalty(L_max, min(L_cache, L_max), lengths)
 
-    L_max = _int_slider(max_len, 4, 64, "L_max")
-    L_cache = _int_slider(cache_len, 1, 32, "L_cache")
+    L_max = _int_slider(max_len, 4, max(64, max_len), "L_max")  # a real model's budget is longer than the lab's 32
+    L_cache = _int_slider(cache_len, 1, max(32, max_len // 2), "L_cache")
     return explore(draw, L_max=L_max, L_cache=L_cache)
 
 
@@ -354,11 +354,12 @@ def zero_std_explorer(
     from ..lab.rollout import encode_prompts, sample_group
     from ..lab.tasks import score_completions
 
-    ids, mask = encode_prompts(tokenizer, prompts)
+    device = next(model.parameters()).device
+    ids, mask = encode_prompts(tokenizer, prompts, device=device)
     G = group_size
 
     def draw(temperature):
-        gen = torch.Generator().manual_seed(seed)
+        gen = torch.Generator(device=device).manual_seed(seed)
         ro = sample_group(model, tokenizer, ids, mask, G, 32, temperature, gen)
         r = torch.tensor(
             score_completions(reward_fn, ro.texts, [a for a in answers for _ in range(G)], ro.finished.tolist())

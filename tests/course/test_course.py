@@ -60,6 +60,52 @@ def test_unknown_profile_is_a_value_error(monkeypatch):
         course.profile()
 
 
+@pytest.mark.parametrize("name", ["fast", "cpu", "gpu"])
+def test_the_lab_profiles_train_sum3_as_the_lab_does(monkeypatch, name):
+    monkeypatch.setenv("GRPO_LAB_PROFILE", name)
+    for var in course.OVERRIDES:
+        monkeypatch.delenv(var, raising=False)
+    P = course.profile()
+    assert (P["task"], P["data_dir"]) == ("sum3", None)
+    # what the notebooks pass changes nothing against a TrainConfig that is not given it
+    assert TrainConfig(max_new_tokens=P["max_new_tokens"]) == TrainConfig()
+
+
+def test_the_hf_profile_is_a_chat_model_on_gsm8k_and_two_variables_point_it_at_local_files(monkeypatch, tmp_path):
+    monkeypatch.setenv("GRPO_LAB_PROFILE", "hf")
+    for var in course.OVERRIDES:
+        monkeypatch.delenv(var, raising=False)
+    P = course.profile()
+    assert (P["model"], P["task"], P["data_dir"]) == ("Qwen/Qwen2.5-0.5B-Instruct", "gsm8k", None)
+    assert P["max_new_tokens"] > TrainConfig().max_new_tokens  # room for a worked solution
+    monkeypatch.setenv("GRPO_LAB_MODEL", "~/my-model")
+    monkeypatch.setenv("GRPO_LAB_DATA_DIR", str(tmp_path))
+    P = course.profile()
+    assert (P["model"], P["data_dir"]) == ("~/my-model", str(tmp_path))
+    assert course.PROFILES["hf"]["data_dir"] is None  # profile() returns a copy
+    monkeypatch.setenv("GRPO_LAB_PROFILE", "cpu")
+    monkeypatch.delenv("GRPO_LAB_DATA_DIR")
+    assert course.profile()["model"] == "~/my-model"  # the model variable works on any profile
+
+
+@pytest.mark.parametrize(
+    "profile_name, data_dir, needle",
+    [
+        ("hf", "nowhere", "GRPO_LAB_DATA_DIR must be a folder with GSM8K's train.jsonl and test.jsonl, got"),
+        ("hf", "a-file", "(not a folder)"),
+        ("cpu", ".", "GRPO_LAB_DATA_DIR is read only by a profile whose task is gsm8k (hf), got it with profile 'cpu'"),
+    ],
+)
+def test_a_bad_data_dir_variable_is_one_line_naming_it(monkeypatch, tmp_path, profile_name, data_dir, needle):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GRPO_LAB_PROFILE", profile_name)
+    monkeypatch.setenv("GRPO_LAB_DATA_DIR", data_dir)
+    with pytest.raises(ValueError) as e:
+        course.profile()
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
 def test_unknown_history_lists_the_committed_ones():
     with pytest.raises(ValueError, match="committed histories"):
         histories.load_history("no-such-run")

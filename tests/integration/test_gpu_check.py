@@ -56,7 +56,7 @@ def test_the_smoke_run_passes_every_step_and_says_what_it_skipped(smoke):
     _, r = smoke
     assert r["mode"] == "cpu-smoke" and r["ok"] is True
     assert r["steps_run"] == ["pretrain", "notebooks", "train", "bench"]
-    assert r["notebooks"] == {} and "no notebook" in r["notebooks_skipped"]
+    assert r["notebooks"] == r["notebooks_hf"] == {} and "no notebook" in r["notebooks_skipped"]
     assert r["pretrain"]["ok"] and r["bench"]["ok"]
     assert set(r["train"]) == set(PRESETS) and all(t["ok"] for t in r["train"].values())
     assert {"device", "device_name", "torch"} <= set(r["machine"]) and r["seconds"] > 0
@@ -104,6 +104,8 @@ def test_the_full_plan_runs_every_notebook_and_algorithm_at_the_gpu_profile_size
     P = PROFILES["gpu"]
     assert p["policy"] == str(GPU_MODEL_DIR) == P["model"]
     assert p["notebooks"] == sorted(f"notebooks/{q.name}" for q in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
+    # the second pass, on the hf profile's chat model: the notebooks whose live runs have train-it cells
+    assert [Path(nb).name[:2] for nb in p["notebooks_hf"]] == ["03", "04", "05", "06", "07", "08", "09"]
     assert p["pretrain"][:5] == ["pretrain", "--size", "gpu", "--device", "cuda"]
     for argv in p["train"].values():
         opts = {
