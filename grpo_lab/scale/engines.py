@@ -272,7 +272,8 @@ METRICS: tuple[Metric, ...] = (
         "share of completion tokens whose clip cuts the gradient, (r < 1 - eps and A < 0) or (r > 1 + eps_high "
         "and A > 0) (low_mean and high_mean split it); with importance_sampling_level=sequence, share of sequences",
         "actor/pg_clipfrac",
-        "share of tokens where the clipped term is the larger loss, per token for vanilla and gspo alike",
+        "share of tokens where the clipped term is the larger loss, per token for vanilla and gspo alike, averaged "
+        "over micro-batches and mini-batches (a mean of shares, not one global token share)",
         ("trainer/ppo/core_algos.py", '"actor/pg_clipfrac": pg_clipfrac.detach().item()'),
     ),
     Metric(

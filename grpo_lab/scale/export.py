@@ -118,7 +118,7 @@ def effective_algorithm(algo: str | Algorithm, engine: str) -> tuple[list[str], 
             f"actor_rollout_ref.rollout.seed={o['actor_rollout_ref.rollout.seed']} (the vLLM engine's seed plus the "
             "replica's rank; per-request seeds only with rollout.full_determinism=true); actor.data_loader_seed and "
             "actor.fsdp_config.seed keep their default, 42",
-            f"epochs: trainer.total_epochs={o['trainer.total_epochs']}: the V1 trainer runs len(train.parquet) // "
+            f"epochs: trainer.total_epochs={o['trainer.total_epochs']}: the V1 trainer runs len(train dataset after prompt filtering) // "
             "data.train_batch_size rollouts"
             + (
                 ", and dynamic sampling's refills draw more prompts from the same dataloader, which restarts when it "

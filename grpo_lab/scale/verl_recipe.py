@@ -175,7 +175,8 @@ def run_script(overrides: list[str]) -> str:
     return (
         "#!/usr/bin/env bash\n"
         f"# verl {VERL_VERSION}. Install: {INSTALL}\n"
-        "# python prepare_data.py first. ./run.sh [GPUS] [key=value ...]: GPUS sets trainer.n_gpus_per_node\n"
+        "# python prepare_data.py first. ./run.sh [GPUS] [key=value ...]: GPUS sets trainer.n_gpus_per_node and must\n"
+        "# divide ppo_mini_batch_size x rollout.n (verl splits each mini-batch's completions evenly over the GPUs)\n"
         "# (default " + str(NUM_GPUS) + "); later key=value arguments override the recipe's. Couplings:\n"
         "# actor.loss_scale_factor (Dr. GRPO) and +reward.reward_kwargs.max_resp_len (DAPO) follow\n"
         "# data.max_response_length; the overlong buffer's len does not. actor.ppo_mini_batch_size is a size in\n"

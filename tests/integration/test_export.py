@@ -203,6 +203,9 @@ def test_launch_sh_takes_mode_and_gpus_and_quotes_the_model(tmp_path):
     ]
     single = _run(tmp_path / "r" / "launch.sh", [], fakes)
     assert single[1:4] == ["launch", "--config_file", "accelerate/single_gpu.yaml"]
+    # an option right after MODE is an option, not GPUS: the default number of processes is kept
+    options = _run(tmp_path / "r" / "launch.sh", ["multi_gpu", "--smoke"], fakes)
+    assert options[4:6] == ["--num_processes", "8"] and options[-1] == "--smoke"
     assert not (tmp_path / "INJECTED").exists()
 
 
