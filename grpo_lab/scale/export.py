@@ -23,7 +23,7 @@ from pathlib import Path
 from ..algorithms import Algorithm, get_algorithm
 from ..core.checks import check_choice
 from ..lab.tasks import check_data_dir, gsm8k_split
-from .at_scale import NUM_GPUS, scale_table, updates_per_rollout
+from .at_scale import NUM_GPUS, VALUE, scale_table, updates_per_rollout
 from .engines import ENGINES, VERL_VERSION, as_algorithm, refusal
 from .task_code import TASKS
 from .trl_recipe import INSTALL as TRL_INSTALL
@@ -33,6 +33,19 @@ from .verl_recipe import NO_DUAL_CLIP, dual_clip, verl_files, verl_overrides
 
 MARKER = ".grpo_lab_recipe.json"
 """Written into every recipe folder: the files export wrote, so a later export may replace exactly those."""
+
+
+def _choices_note(a: Algorithm) -> str:
+    """Two of the preset's choices a reader of the paper would not expect, said in the README."""
+    notes = []
+    if a.beta == 0 and a.advantage != "gae":
+        notes.append("No KL penalty (beta = 0), as in the lab, TRL's default, DAPO, Dr. GRPO and GSPO; DeepSeekMath's "
+                     "GRPO used beta = 0.04 (`--set beta=0.04` at export).")
+    if a.advantage == "gae":
+        g = VALUE["completions per prompt (G)"]
+        notes.append(f"PPO has no groups: its advantages come from the critic (GAE). It samples {g} completions per "
+                     "prompt only to keep the other presets' batch shape.")
+    return "".join(f"{n}\n\n" for n in notes)
 
 
 def set_flags(a: Algorithm) -> list[tuple[str, object]]:
@@ -151,6 +164,7 @@ def _readme(
         )
     body += f"Install: `{TRL_INSTALL if engine == 'trl' else VERL_INSTALL}`\n\n## The algorithm this recipe runs\n\n"
     body += "".join(f"- {line}\n" for line in summary) + "".join(f"- warning: {w}\n" for w in warnings) + "\n"
+    body += _choices_note(a)
     if engine == "trl":
         s = trl_settings(a)
         arith = rollout_arithmetic(

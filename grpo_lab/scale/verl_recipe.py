@@ -169,9 +169,22 @@ def verl_overrides(
     return o
 
 
+RECIPE_PATHS = ("data.train_files", "data.val_files", "reward.custom_reward_function.path")
+"""Overrides naming a file of the recipe's folder: run.sh makes them absolute, because Ray's workers resolve a
+relative path in their own working directory, which is not this folder when the job attaches to a running cluster."""
+
+
+def _shell_word(override: str) -> str:
+    key, _, value = override.partition("=")
+    if key in RECIPE_PATHS and not value.startswith("/"):
+        return f'"{key}=$PWD/"{shlex.quote(value)}'  # run.sh has cd'd into the recipe's folder
+    return shlex.quote(override)
+
+
 def run_script(overrides: list[str]) -> str:
-    """run.sh: ``./run.sh [GPUS] [key=value ...]``; every override is shell-quoted."""
-    lines = " \\\n    ".join(shlex.quote(o) for o in overrides)
+    """run.sh: ``./run.sh [GPUS] [key=value ...]``; every override is shell-quoted, the recipe's own files as
+    absolute paths."""
+    lines = " \\\n    ".join(_shell_word(o) for o in overrides)
     return (
         "#!/usr/bin/env bash\n"
         f"# verl {VERL_VERSION}. Install: {INSTALL}\n"

@@ -218,6 +218,10 @@ def test_run_sh_takes_gpus_and_quotes_every_override(tmp_path):
     assert argv[1:3] == ["-m", "verl.trainer.main_ppo"]
     assert f"actor_rollout_ref.model.path={model}" in argv
     assert argv[-2:] == ["trainer.n_gpus_per_node=4", "trainer.save_freq=7"]  # the last value wins in Hydra
+    # the recipe's own files reach verl as absolute paths: Ray workers resolve relative ones in their own folder
+    folder = (tmp_path / "r").resolve()
+    assert f"reward.custom_reward_function.path={folder}/reward.py" in argv
+    assert f"data.train_files={folder}/data/gsm8k/train.parquet" in argv
     assert not (tmp_path / "INJECTED").exists()
 
 
@@ -360,7 +364,10 @@ def test_the_verl_overrides_compose_with_verls_own_config(verl_python, algo, tmp
         assert _get(out["config"], key) == want, (algo, key, _get(out["config"], key), want)
     export_recipe(algo, "verl", "Qwen/Qwen2.5-1.5B-Instruct", "gsm8k", tmp_path)
     run = (tmp_path / "run.sh").read_text()
-    assert "python -m verl.trainer.main_ppo" in run and all(f"    {shlex.quote(o)} \\\n" in run for o in overrides)
+    relative = ("data.train_files=", "data.val_files=", "reward.custom_reward_function.path=")  # made absolute
+    words = [f'"{o.split("=")[0]}=$PWD/"{o.split("=", 1)[1]}' if o.startswith(relative) else shlex.quote(o)
+             for o in overrides]
+    assert "python -m verl.trainer.main_ppo" in run and all(f"    {w} \\\n" in run for w in words)
 
 
 _RESOLVE = r"""
