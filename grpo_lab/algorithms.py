@@ -278,6 +278,10 @@ PRESETS: dict[str, Algorithm] = {
         dynamic_sampling=True,
         aggregation="token_mean",
         overlong_penalty=True,
+        # DAPO's paper splits each rollout (512 prompts x 16 answers) into mini-batches of 512 answers: 16 updates
+        # per rollout, at lr 1e-6. Scaled to the lab's 16 x 8 rollout and lr 1e-4, 4 mini-batches of 32 answers:
+        # enough for the ratio to leave 1 and the clip, and clip-higher, to act (notebook 05 shows both).
+        minibatches=4,
     ),
     "gspo": replace(
         GRPO,
@@ -285,7 +289,7 @@ PRESETS: dict[str, Algorithm] = {
         ratio_level="sequence",
         clip_low=3e-4,
         clip_high=4e-4,
-        minibatches=2,  # fully on-policy GSPO is GRPO; the paper splits each rollout into 4
+        minibatches=4,  # as the paper splits each rollout; fully on-policy GSPO would be GRPO
     ),
     "gfpo": replace(
         GRPO,

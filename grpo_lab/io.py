@@ -279,9 +279,7 @@ def recover_folder(path: Path, marker: str) -> None:
 # --- clean stops ------------------------------------------------------------------------------------------
 
 _stop_request: dict = {"signal": None, "depth": 0}  # signals reach the process, not one trainer
-STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
-)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 """Ctrl-C, ``kill``/a scheduler, and a closed terminal or dropped SSH session (not on Windows)."""
 
 

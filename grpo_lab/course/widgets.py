@@ -46,8 +46,9 @@ def _float(
 ) -> ipywidgets.FloatSlider:
     import ipywidgets as w
 
-    return w.FloatSlider(value=value, min=lo, max=hi, step=step, description=description, readout_format=fmt,
-                         **_SLIDER_LOOK)
+    return w.FloatSlider(
+        value=value, min=lo, max=hi, step=step, description=description, readout_format=fmt, **_SLIDER_LOOK
+    )
 
 
 def _int_slider(value: int, lo: int, hi: int, description: str) -> ipywidgets.IntSlider:

@@ -47,9 +47,15 @@ class Rollout:
         if rows.dtype == torch.bool:
             rows = rows.nonzero().flatten()
         return Rollout(
-            self.prompt_ids[rows], self.prompt_mask[rows], self.completion_ids[rows], self.completion_mask[rows],
-            self.sample_logp[rows], self.entropy[rows], self.finished[rows],
-            self.group_size if group_size is None else group_size, [self.texts[i] for i in rows.tolist()],
+            self.prompt_ids[rows],
+            self.prompt_mask[rows],
+            self.completion_ids[rows],
+            self.completion_mask[rows],
+            self.sample_logp[rows],
+            self.entropy[rows],
+            self.finished[rows],
+            self.group_size if group_size is None else group_size,
+            [self.texts[i] for i in rows.tolist()],
         )
 
     @staticmethod

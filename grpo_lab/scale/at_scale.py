@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..algorithms import Algorithm
-
 
 @dataclass(frozen=True)
 class ScaleRow:
@@ -101,10 +99,6 @@ PER_DEVICE = VALUE["micro-batch per GPU"]
 STEPS_PER_GENERATION = VALUE["prompts per rollout"] * VALUE["completions per prompt (G)"] // (NUM_GPUS * PER_DEVICE)
 """TRL: completions per rollout = per_device_train_batch_size x processes x steps_per_generation (8 x 8 x 4 = 256)."""
 
-UPDATES_PER_ROLLOUT = {"dapo": 4, "gspo": 4}
-"""Optimiser updates per rollout at scale where the paper's differ from the lab preset's: DAPO (Yu et al. 2025)
-takes 16 mini-batches of 32 prompts from each 512-prompt rollout, so its clip-higher acts from the second update on;
-GSPO (Zheng et al. 2025) splits each rollout into 4 mini-batches. Other presets keep their ``minibatches``."""
 CHECKPOINT_EVERY = 100
 """Optimiser steps (TRL) or rollouts (verl) between checkpoints."""
 CHECKPOINTS_KEPT = 3
@@ -112,11 +106,6 @@ VALIDATE_EVERY = 50
 VALIDATION_SAMPLES = 4
 """k completions per validation prompt, sampled at the training temperature (pass@k and mean accuracy)."""
 LOGGED_GENERATIONS = 10
-
-
-def updates_per_rollout(a: Algorithm) -> int:
-    """The recipe's optimiser updates per rollout for ``a`` (its mini-batches; ``UPDATES_PER_ROLLOUT`` at scale)."""
-    return UPDATES_PER_ROLLOUT.get(a.name, a.minibatches)
 
 
 def scale_table() -> str:

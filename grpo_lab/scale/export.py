@@ -23,7 +23,7 @@ from pathlib import Path
 from ..algorithms import Algorithm, get_algorithm
 from ..core.checks import check_choice
 from ..lab.tasks import check_data_dir, gsm8k_split
-from .at_scale import NUM_GPUS, VALUE, scale_table, updates_per_rollout
+from .at_scale import NUM_GPUS, VALUE, scale_table
 from .engines import ENGINES, VERL_VERSION, as_algorithm, refusal
 from .task_code import TASKS
 from .trl_recipe import INSTALL as TRL_INSTALL
@@ -39,12 +39,16 @@ def _choices_note(a: Algorithm) -> str:
     """Two of the preset's choices a reader of the paper would not expect, said in the README."""
     notes = []
     if a.beta == 0 and a.advantage != "gae":
-        notes.append("No KL penalty (beta = 0), as in the lab, TRL's default, DAPO, Dr. GRPO and GSPO; DeepSeekMath's "
-                     "GRPO used beta = 0.04 (`--set beta=0.04` at export).")
+        notes.append(
+            "No KL penalty (beta = 0), as in the lab, TRL's default, DAPO, Dr. GRPO and GSPO; DeepSeekMath's "
+            "GRPO used beta = 0.04 (`--set beta=0.04` at export)."
+        )
     if a.advantage == "gae":
         g = VALUE["completions per prompt (G)"]
-        notes.append(f"PPO has no groups: its advantages come from the critic (GAE). It samples {g} completions per "
-                     "prompt only to keep the other presets' batch shape.")
+        notes.append(
+            f"PPO has no groups: its advantages come from the critic (GAE). It samples {g} completions per "
+            "prompt only to keep the other presets' batch shape."
+        )
     return "".join(f"{n}\n\n" for n in notes)
 
 
@@ -66,11 +70,11 @@ def effective_algorithm(algo: str | Algorithm, engine: str) -> tuple[list[str], 
     epochs), and a warning for each configured mechanism that cannot act in it."""
     check_choice("engine", engine, ENGINES)
     a = as_algorithm(algo)
-    updates = updates_per_rollout(a) * a.epochs
+    updates = a.minibatches * a.epochs
     high = a.clip_high if a.clip_high is not None else a.clip_low
     acts = updates > 1
     lines = [
-        f"updates per rollout: {updates} ({updates_per_rollout(a)} mini-batches x {a.epochs} epochs)",
+        f"updates per rollout: {updates} ({a.minibatches} mini-batches x {a.epochs} epochs)",
         f"clip: 1 - {a.clip_low} / 1 + {high}: "
         + ("can act from the second update of each rollout on" if acts else "cannot act (every ratio is 1)"),
     ]

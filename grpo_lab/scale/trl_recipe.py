@@ -19,7 +19,6 @@ from .at_scale import (
     VALIDATE_EVERY,
     VALIDATION_SAMPLES,
     VALUE,
-    updates_per_rollout,
 )
 from .engines import TRL_VERSION, as_algorithm, refusal
 from .task_code import ROWS, render, task_source
@@ -68,7 +67,7 @@ def rollout_arithmetic(
 
 def trl_settings(algo: str | Algorithm = "grpo") -> dict:
     """The ``GRPOConfig`` fields of the TRL recipe: the preset's algorithm fields (as ``grpo_config_kwargs`` maps
-    them) with the at-scale sizes of ``AT_SCALE``; ``updates_per_rollout`` optimiser steps per rollout
+    them) with the at-scale sizes of ``AT_SCALE``; ``a.minibatches`` optimiser steps per rollout
     (``gradient_accumulation_steps = steps_per_generation / updates``), one pass over the data."""
     from ..train.trainer import TrainConfig
 
@@ -76,7 +75,7 @@ def trl_settings(algo: str | Algorithm = "grpo") -> dict:
     why = refusal(a, "trl")
     if why:
         raise ValueError(f"algo {a.name!r} cannot be exported to trl: {why}")
-    updates = updates_per_rollout(a)
+    updates = a.minibatches
     if STEPS_PER_GENERATION % updates:
         raise ValueError(f"updates per rollout must divide {STEPS_PER_GENERATION} micro-steps, got {updates}")
     cfg = TrainConfig(

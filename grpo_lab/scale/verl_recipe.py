@@ -14,7 +14,6 @@ from .at_scale import (
     VALIDATE_EVERY,
     VALIDATION_SAMPLES,
     VALUE,
-    updates_per_rollout,
 )
 from .engines import VERL_VERSION, as_algorithm, refusal
 from .task_code import ROWS, TASKS, render, task_source
@@ -63,7 +62,7 @@ def verl_overrides(
     if a.kl_kind not in KL:
         raise ValueError(f"kl_kind must be one of {sorted(KL)} for verl, got {a.kl_kind!r}")
     prompts, g, max_len = VALUE["prompts per rollout"], VALUE["completions per prompt (G)"], VALUE["max new tokens"]
-    updates = updates_per_rollout(a)
+    updates = a.minibatches
     if prompts % updates:
         raise ValueError(f"updates per rollout must divide the {prompts} prompts per rollout, got {updates}")
     actor, rollout = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from ..train.trainer import TrainConfig
 
 
-
 # Fields that act only through the clip: with one update per rollout every ratio is exactly 1, inside
 # any clip range, so an arm that changes only these changes nothing (ALGORITHMS.md, clip-higher).
 CLIP_FIELDS = ("clip_low", "clip_high", "dual_clip")

@@ -154,8 +154,7 @@ def _write(path: Path, what: str, fn) -> None:
         fn()
     except Exception as err:  # OSError, SafetensorError, torch.save's RuntimeError on a full disk or size limit
         raise SaveFailed(
-            f"checkpoint {path}: writing {what} failed ({first_line(err)}); the previous checkpoint, if any, "
-            "is whole"
+            f"checkpoint {path}: writing {what} failed ({first_line(err)}); the previous checkpoint, if any, is whole"
         ) from None
 
 

@@ -37,8 +37,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     terminalreporter.section("browser: notebook runtimes in JupyterLab")
     for name, profile, run_s, slider_s, total_s, outcome in rows:
-        terminalreporter.write_line(f"{name}: run all {run_s:.1f} s, slider check {slider_s:.1f} s, "
-                                    f"total {total_s:.1f} s (profile {profile}) {outcome}")
+        terminalreporter.write_line(
+            f"{name}: run all {run_s:.1f} s, slider check {slider_s:.1f} s, "
+            f"total {total_s:.1f} s (profile {profile}) {outcome}"
+        )
 
 
 def _missing(what: str):
@@ -90,7 +92,10 @@ def browser_context(chromium_path, tmp_path_factory):
     pw = sync_playwright().start()
     try:
         context = pw.chromium.launch_persistent_context(
-            str(profile_dir), executable_path=chromium_path, headless=True, args=CHROMIUM_ARGS,
+            str(profile_dir),
+            executable_path=chromium_path,
+            headless=True,
+            args=CHROMIUM_ARGS,
             viewport={"width": 1400, "height": 1000},
         )
     except Exception as e:

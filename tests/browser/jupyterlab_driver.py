@@ -37,8 +37,14 @@ from pathlib import Path
 # Debian's /usr/bin/chromium is a shell wrapper; the binary proper lives under /usr/lib.
 CHROMIUM_CANDIDATES = ("/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--disable-dev-shm-usage",
 ]
 
@@ -112,12 +118,15 @@ class LabServer:
 
     def _settings(self) -> Path:
         settings = self.state_dir / "lab-settings"
-        _write_json(settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings",
-                    {"fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True})
-        _write_json(settings / "@jupyterlab/notebook-extension/tracker.jupyterlab-settings",
-                    {"windowingMode": "none", "autoStartDefaultKernel": True})
-        _write_json(settings / "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings",
-                    {"autosave": False})
+        _write_json(
+            settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings",
+            {"fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True},
+        )
+        _write_json(
+            settings / "@jupyterlab/notebook-extension/tracker.jupyterlab-settings",
+            {"windowingMode": "none", "autoStartDefaultKernel": True},
+        )
+        _write_json(settings / "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings", {"autosave": False})
         return settings
 
     def start(self) -> LabServer:
@@ -128,9 +137,16 @@ class LabServer:
         env["JUPYTER_CONFIG_DIR"] = str(self.state_dir / "config")
         env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
         cmd = [
-            sys.executable, "-m", "jupyter", "lab", "--no-browser",
-            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-            f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -138,8 +154,9 @@ class LabServer:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")
         # Its own process group (session): stop() ends the server and its kernels by that id.
-        self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         log.close()
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
@@ -154,8 +171,9 @@ class LabServer:
         raise RuntimeError(f"JupyterLab did not answer within {self.start_timeout:.0f} s; log:\n{self.log_tail()}")
 
     def api(self, method: str, path: str):
-        req = urllib.request.Request(self.base_url + path, method=method,
-                                     headers={"Authorization": f"token {self.token}"})
+        req = urllib.request.Request(
+            self.base_url + path, method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(req, timeout=10) as resp:
             body = resp.read()
         return json.loads(body) if body else None
@@ -282,8 +300,9 @@ def open_notebook(page, lab: LabServer, notebook: str, timeout: float = 120) -> 
 
 def _click_menu(page, menu: str, item: str) -> None:
     page.locator(".lm-MenuBar-item", has_text=re.compile(rf"^{re.escape(menu)}$")).first.click()
-    entry = page.locator(".lm-Menu .lm-Menu-item:not(.lm-mod-disabled) .lm-Menu-itemLabel",
-                         has_text=re.compile(rf"^{re.escape(item)}$")).first
+    entry = page.locator(
+        ".lm-Menu .lm-Menu-item:not(.lm-mod-disabled) .lm-Menu-itemLabel", has_text=re.compile(rf"^{re.escape(item)}$")
+    ).first
     entry.wait_for(state="visible")
     time.sleep(0.5)  # let the menu finish opening
     entry.click()
@@ -300,8 +319,12 @@ def run_all_cells(page, notebook: str, timeout: float = 600) -> float:
         _click_menu(page, "Run", "Run All Cells")
         # A click that lands while the menu is still opening does nothing: see a cell start, or retry.
         try:
-            page.wait_for_function("(panel) => [...document.querySelectorAll(panel + ' .jp-CodeCell .jp-InputArea-prompt')]"
-                                   ".some(p => !/^\\[ \\]:?$/.test(p.textContent.trim()))", arg=PANEL, timeout=5_000)
+            page.wait_for_function(
+                "(panel) => [...document.querySelectorAll(panel + ' .jp-CodeCell .jp-InputArea-prompt')]"
+                ".some(p => !/^\\[ \\]:?$/.test(p.textContent.trim()))",
+                arg=PANEL,
+                timeout=5_000,
+            )
             break
         except Exception:
             page.keyboard.press("Escape")
@@ -326,13 +349,14 @@ def run_all_cells(page, notebook: str, timeout: float = 600) -> float:
             idle_unfinished_since = idle_unfinished_since or time.monotonic()
             if time.monotonic() - idle_unfinished_since > 10:
                 unrun = [i for i, d in enumerate(done) if not d]
-                raise NotebookFailed(f"{notebook}: the kernel is idle but code cells {unrun} have no execution "
-                                     f"count after {elapsed:.0f} s (prompts {prompts})")
+                raise NotebookFailed(
+                    f"{notebook}: the kernel is idle but code cells {unrun} have no execution "
+                    f"count after {elapsed:.0f} s (prompts {prompts})"
+                )
         else:
             idle_unfinished_since = None
         if elapsed > timeout:
-            raise NotebookFailed(f"{notebook}: Run All Cells did not finish within {timeout:.0f} s "
-                                 f"(prompts {prompts})")
+            raise NotebookFailed(f"{notebook}: Run All Cells did not finish within {timeout:.0f} s (prompts {prompts})")
         time.sleep(0.5)
 
 
@@ -366,8 +390,9 @@ _OUT_STATE_JS = """(out) => {
 }"""
 
 
-def check_slider_redraws(page, label: str, widget_index: int = 0, timeout: float = 120,
-                         settle: float = 3.0) -> SliderResult:
+def check_slider_redraws(
+    page, label: str, widget_index: int = 0, timeout: float = 120, settle: float = 3.0
+) -> SliderResult:
     """Move the first slider of the ``widget_index``-th interactive widget one step right and check
     that the image in its output area is replaced by a different one.
 
@@ -405,11 +430,13 @@ def check_slider_redraws(page, label: str, widget_index: int = 0, timeout: float
     page.keyboard.press(key)
     start = time.monotonic()
     try:
-        page.wait_for_function("([el, v]) => el.textContent.trim() !== v",
-                               arg=[readout.element_handle(), readout_before], timeout=10_000)
+        page.wait_for_function(
+            "([el, v]) => el.textContent.trim() !== v", arg=[readout.element_handle(), readout_before], timeout=10_000
+        )
     except Exception as e:
-        raise BrowserCheckFailed(f"{label}: slider {description!r} did not move on {key} "
-                                 f"(readout stayed {readout_before!r})") from e
+        raise BrowserCheckFailed(
+            f"{label}: slider {description!r} did not move on {key} (readout stayed {readout_before!r})"
+        ) from e
     readout_after = (readout.text_content() or "").strip()
 
     same_since = None
@@ -417,11 +444,13 @@ def check_slider_redraws(page, label: str, widget_index: int = 0, timeout: float
         elapsed = time.monotonic() - start
         state = out_el.evaluate(_OUT_STATE_JS)
         if state["traceback"]:
-            raise BrowserCheckFailed(f"{label}: moving {description!r} raised in the widget:\n"
-                                     f"{state['traceback'][-1500:]}")
+            raise BrowserCheckFailed(
+                f"{label}: moving {description!r} raised in the widget:\n{state['traceback'][-1500:]}"
+            )
         if state["src"] and state["src"] != before["src"]:
-            return SliderResult(description, readout_before, readout_after, elapsed,
-                                len(before["src"]), len(state["src"]))
+            return SliderResult(
+                description, readout_before, readout_after, elapsed, len(before["src"]), len(state["src"])
+            )
         # A new <img> arrived with the very same data URL: redrawn, unchanged. Give it a moment
         # (and an idle kernel) in case a second draw is on its way, then say so.
         idle = page.locator(IDLE).count() > 0
@@ -430,13 +459,16 @@ def check_slider_redraws(page, label: str, widget_index: int = 0, timeout: float
             if time.monotonic() - same_since > settle:
                 raise PlotDidNotChange(
                     f"{label}: {PLOT_DID_NOT_CHANGE}: moving {description!r} {readout_before} -> {readout_after} "
-                    f"redrew the image {state['added']} time(s), identical to before")
+                    f"redrew the image {state['added']} time(s), identical to before"
+                )
         else:
             same_since = None
         if elapsed > timeout:
             what = "no new image arrived" if not state["added"] else "the image stayed the same"
-            raise PlotDidNotChange(f"{label}: {PLOT_DID_NOT_CHANGE} within {timeout:.0f} s of moving "
-                                   f"{description!r} {readout_before} -> {readout_after}: {what}")
+            raise PlotDidNotChange(
+                f"{label}: {PLOT_DID_NOT_CHANGE} within {timeout:.0f} s of moving "
+                f"{description!r} {readout_before} -> {readout_after}: {what}"
+            )
         time.sleep(0.25)
 
 

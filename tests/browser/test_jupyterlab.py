@@ -58,8 +58,9 @@ def run_and_move_slider(page, lab, source: Path, failure_dir: Path, timeout: flo
         raise
     except Exception as e:  # playwright timeouts and the like: keep the pictures all the same
         shots = save_failure(page, failure_dir, source.stem)
-        raise BrowserCheckFailed(f"{name}: {type(e).__name__}: {e}\nserver log tail:\n{lab.log_tail(1500)}",
-                                 shots) from e
+        raise BrowserCheckFailed(
+            f"{name}: {type(e).__name__}: {e}\nserver log tail:\n{lab.log_tail(1500)}", shots
+        ) from e
 
 
 def test_widget_notebooks_found():
@@ -67,8 +68,9 @@ def test_widget_notebooks_found():
 
 
 @pytest.mark.parametrize("notebook", WIDGET_NOTEBOOKS, ids=[p.stem for p in WIDGET_NOTEBOOKS])
-def test_slider_redraws_plot(notebook, page, lab, lab_profile, run_timeout, failure_dir, record_runtime,
-                             record_property):
+def test_slider_redraws_plot(
+    notebook, page, lab, lab_profile, run_timeout, failure_dir, record_runtime, record_property
+):
     failure = None
     try:
         run_s, slider_s, total_s, result = run_and_move_slider(page, lab, notebook, failure_dir, run_timeout)
@@ -80,12 +82,15 @@ def test_slider_redraws_plot(notebook, page, lab, lab_profile, run_timeout, fail
     record_runtime(notebook.stem, lab_profile, run_s, slider_s, total_s, "ok")
     record_property("run_all_seconds", round(run_s, 1))
     record_property("slider_seconds", round(slider_s, 1))
-    print(f"\n[browser] {notebook.stem}: run all {run_s:.1f} s, slider {result.description!r} "
-          f"{result.readout_before} -> {result.readout_after} redrew in {result.seconds:.1f} s, "
-          f"total {total_s:.1f} s (profile {lab_profile})")
+    print(
+        f"\n[browser] {notebook.stem}: run all {run_s:.1f} s, slider {result.description!r} "
+        f"{result.readout_before} -> {result.readout_after} redrew in {result.seconds:.1f} s, "
+        f"total {total_s:.1f} s (profile {lab_profile})"
+    )
 
 
 # --- the check itself can fail -----------------------------------------------------------------
+
 
 def _slider_notebook(path: Path, uses_value: bool) -> Path:
     """A notebook with one ``grpo_lab.course.widgets.explore`` slider whose plot depends on it or not."""
@@ -93,8 +98,9 @@ def _slider_notebook(path: Path, uses_value: bool) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nb.cells = [
-        nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nimport ipywidgets as w\n"
-                                  "from grpo_lab.course import widgets"),
+        nbformat.v4.new_code_cell(
+            "import matplotlib.pyplot as plt\nimport ipywidgets as w\nfrom grpo_lab.course import widgets"
+        ),
         nbformat.v4.new_code_cell(
             "def draw(x):\n"
             "    fig, ax = plt.subplots(figsize=(4, 2.5))\n"
@@ -102,7 +108,8 @@ def _slider_notebook(path: Path, uses_value: bool) -> Path:
             "    ax.set_ylim(0, 1)\n"
             "    ax.set_title('a line')\n\n"
             "widgets.explore(draw, x=w.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.1, description='x',\n"
-            "                                      continuous_update=False))"),
+            "                                      continuous_update=False))"
+        ),
     ]
     nbformat.write(nb, path)
     return path
@@ -114,8 +121,10 @@ def test_checker_sees_whether_plot_changed(uses_value, page, lab, run_timeout, t
     shots = tmp_path / "screenshots"  # expected failures: not under runs/browser-failures
     if uses_value:
         *_, result = run_and_move_slider(page, lab, source, shots, run_timeout)
-        print(f"\n[browser] live control: {result.readout_before} -> {result.readout_after}, "
-              f"image changed in {result.seconds:.1f} s")
+        print(
+            f"\n[browser] live control: {result.readout_before} -> {result.readout_after}, "
+            f"image changed in {result.seconds:.1f} s"
+        )
         return
     t0 = time.monotonic()
     with pytest.raises(PlotDidNotChange) as info:
@@ -130,8 +139,11 @@ def test_checker_sees_whether_plot_changed(uses_value, page, lab, run_timeout, t
 def test_run_all_fails_fast_on_traceback(page, lab, run_timeout, tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("1 / 0"),
-                nbformat.v4.new_code_cell("import time\ntime.sleep(600)")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("1 / 0"),
+        nbformat.v4.new_code_cell("import time\ntime.sleep(600)"),
+    ]
     source = tmp_path / "zz_check_raises.ipynb"
     nbformat.write(nb, source)
     t0 = time.monotonic()

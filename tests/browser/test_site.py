@@ -51,8 +51,13 @@ TEX_LEFT_AS_TEXT = r"\$\$|\\(?:frac|operatorname|mathbb|varepsilon|sum|pi_|big|n
 def image_outputs(path: Path) -> int:
     """The plots a committed notebook shows: its image outputs."""
     nb = json.loads(path.read_text())
-    return sum(1 for cell in nb["cells"] if cell["cell_type"] == "code"
-               for out in cell.get("outputs", []) if any(k.startswith("image/") for k in out.get("data", {})))
+    return sum(
+        1
+        for cell in nb["cells"]
+        if cell["cell_type"] == "code"
+        for out in cell.get("outputs", [])
+        if any(k.startswith("image/") for k in out.get("data", {}))
+    )
 
 
 def display_math_blocks(path: Path) -> int:
@@ -93,8 +98,14 @@ def built_site():
         if os.environ.get("CI"):
             pytest.fail(f"site build impossible under CI: {msg}", pytrace=False)
         pytest.skip(msg)
-    proc = subprocess.run([sys.executable, str(REPO / "tools" / "build_site.py")], check=False, cwd=REPO,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "build_site.py")],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, f"tools/build_site.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return SITE
 
@@ -252,7 +263,8 @@ def test_formulas_are_typeset(page_path, site_url, site_page):
 def test_no_broken_internal_link(site_url, site_page):
     pages, broken = crawl_links(site_page, site_url + "index.html")
     expected = {f"{site_url}notebooks/{nb.stem}.html" for nb in NOTEBOOKS} | {
-        f"{site_url}docs/{p}.html" for p in ("instructors_guide", "formulas", "ALGORITHMS")}
+        f"{site_url}docs/{p}.html" for p in ("instructors_guide", "formulas", "ALGORITHMS")
+    }
     assert expected <= set(pages), f"pages not reachable from the home page: {sorted(expected - set(pages))}"
     assert not broken, f"broken internal links ({len(broken)}):\n  " + "\n  ".join(broken[:30])
 
@@ -261,7 +273,8 @@ def test_the_checks_catch_a_broken_page(tmp_path, browser_context, site_page):
     """A page with a missing picture, a dead link, a dead anchor and TeX nobody typeset: every check says so."""
     (tmp_path / "index.html").write_text(
         '<article class="md-content__inner"><p>The ratio $$\\frac{a}{b}$$ is not typeset.</p>'
-        '<img src="missing.png"><a href="gone.html">dead</a><a href="index.html#nowhere">anchor</a></article>')
+        '<img src="missing.png"><a href="gone.html">dead</a><a href="index.html#nowhere">anchor</a></article>'
+    )
     server, url = serve(tmp_path)
     try:
         open_page(site_page, url + "index.html")

@@ -115,7 +115,11 @@ def test_the_notebooks_have_exercises_and_questions():
     questions = [q for p in NOTEBOOKS for q in notebook_items(json.loads(p.read_text()))[1]]
     predictions = [n for p in NOTEBOOKS for n in notebook_predictions(json.loads(p.read_text()))]
     assert len(NOTEBOOKS) == 11 and len(names) >= 20 and len(predictions) >= 8 and questions, (
-        len(NOTEBOOKS), names, predictions, questions)
+        len(NOTEBOOKS),
+        names,
+        predictions,
+        questions,
+    )
     assert "why is my loss about zero?" in [_normalise(q) for q in questions]  # the goal of notebook 01
 
 
@@ -123,7 +127,8 @@ def test_every_package_exercise_is_used_by_a_notebook():
     used = {n for p in NOTEBOOKS for n in notebook_items(json.loads(p.read_text()))[0]}
     assert set(exercises.EXERCISES) == used, (
         f"in exercises.EXERCISES but in no notebook: {sorted(set(exercises.EXERCISES) - used)}; "
-        f"checked in a notebook but not defined: {sorted(used - set(exercises.EXERCISES))}")
+        f"checked in a notebook but not defined: {sorted(used - set(exercises.EXERCISES))}"
+    )
 
 
 def test_every_package_question_is_asked_by_a_notebook():
@@ -131,11 +136,13 @@ def test_every_package_question_is_asked_by_a_notebook():
     assert len(used) == len(set(used)) and set(exercises.QUESTIONS) == set(used), (
         f"asked twice: {sorted({n for n in used if used.count(n) > 1})}; in exercises.QUESTIONS but asked by no "
         f"notebook: {sorted(set(exercises.QUESTIONS) - set(used))}; asked but not defined: "
-        f"{sorted(set(used) - set(exercises.QUESTIONS))}")
+        f"{sorted(set(used) - set(exercises.QUESTIONS))}"
+    )
 
 
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if notebook_predictions(json.loads(p.read_text()))],
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", [p for p in NOTEBOOKS if notebook_predictions(json.loads(p.read_text()))], ids=lambda p: p.stem
+)
 def test_a_notebook_shows_every_choice_of_its_questions(path):
     nb = json.loads(path.read_text())
     shown = _normalise(" ".join(_text(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"))
@@ -181,16 +188,21 @@ def test_each_prediction_answer_passes_the_learners_ask(name, body):
 
 
 def test_the_coverage_check_finds_a_missing_entry():
-    nb = {"cells": [
-        {"cell_type": "markdown", "source": "# 99 · x\n\n**Goal.** Look at it: does the loss fall?"},
-        {"cell_type": "markdown", "source": "## Why is it zero?"},
-        {"cell_type": "code", "source": 'check("k3", my_k3)\ncheck("gae", my_gae)', "outputs": []},
-    ]}
-    full = ("## 99 · x\n\n### Exercise `k3`\n\n**Why.** a\n\n### Exercise `gae`\n\n**Why.** b\n\n"
-            "### Question: Why is it zero?\n\n**Why.** c\n\n### Question: does the loss fall?\n\n**Why.** d\n")
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "source": "# 99 · x\n\n**Goal.** Look at it: does the loss fall?"},
+            {"cell_type": "markdown", "source": "## Why is it zero?"},
+            {"cell_type": "code", "source": 'check("k3", my_k3)\ncheck("gae", my_gae)', "outputs": []},
+        ]
+    }
+    full = (
+        "## 99 · x\n\n### Exercise `k3`\n\n**Why.** a\n\n### Exercise `gae`\n\n**Why.** b\n\n"
+        "### Question: Why is it zero?\n\n**Why.** c\n\n### Question: does the loss fall?\n\n**Why.** d\n"
+    )
     assert missing_entries("99", nb, full) == []
     assert missing_entries("99", nb, full.replace("### Exercise `gae`", "### Exercise `gea`")) == [
-        "exercise 'gae': no '### Exercise `gae`' in section 99"]
+        "exercise 'gae': no '### Exercise `gae`' in section 99"
+    ]
     gap = missing_entries("99", nb, full.replace("### Question: does the loss fall?", "### Question: other"))
     assert gap == ["question 'does the loss fall?': no '### Question: ...' containing it in section 99"]
     assert missing_entries("99", nb, full.replace("**Why.** c", "c")) == [

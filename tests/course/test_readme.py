@@ -15,8 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 MAX_BYTES = 12 * 1024
 # The pages the README sends readers to, each link checked from the folder of the page that holds it.
-PAGES = [README, *(ROOT / "docs" / name for name in ("setup.md", "cli.md", "promises.md", "package.md",
-                                                     "model_and_task.md"))]
+PAGES = [
+    README,
+    *(ROOT / "docs" / name for name in ("setup.md", "cli.md", "promises.md", "package.md", "model_and_task.md")),
+]
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -75,7 +77,7 @@ def test_the_checks_can_fail():
 def _nav_pages(nav: list) -> list[str]:
     out = []
     for item in nav:
-        for value in (item.values() if isinstance(item, dict) else [item]):
+        for value in item.values() if isinstance(item, dict) else [item]:
             out += _nav_pages(value) if isinstance(value, list) else [value]
     return out
 
@@ -90,6 +92,7 @@ def test_every_docs_page_is_on_the_website_but_the_answer_key():
     pages = {f"docs/{p.name}" for p in build_site.docs_pages()}
     assert "docs/answers.md" not in pages  # the answer key stays off the site meant for learners
     assert pages == {p for p in nav if p.startswith("docs/")}, "each page of docs/ staged and in the nav, once"
-    linked = {f"docs/{Path(t.partition('#')[0]).name}" for t in relative_links(README.read_text())
-              if t.startswith("docs/")}
+    linked = {
+        f"docs/{Path(t.partition('#')[0]).name}" for t in relative_links(README.read_text()) if t.startswith("docs/")
+    }
     assert linked <= pages, f"the README links pages the website lacks: {sorted(linked - pages)}"

@@ -27,7 +27,7 @@ def test_binder_builds_the_way_make_install_does():
     (runtime,) = (ROOT / "binder" / "runtime.txt").read_text().split()
     minimum = re.search(r'requires-python = ">=(\d+)\.(\d+)"', (ROOT / "pyproject.toml").read_text()).groups()
     assert re.fullmatch(r"python-\d+\.\d+", runtime)
-    assert tuple(map(int, runtime[len("python-"):].split("."))) >= tuple(map(int, minimum))
+    assert tuple(map(int, runtime[len("python-") :].split("."))) >= tuple(map(int, minimum))
 
 
 def test_binder_start_gives_torch_one_thread_unless_told_otherwise():

@@ -227,9 +227,12 @@ def class_run(hub):
                                      json={"note": "classroom test"}).json()["token"]  # fmt: skip
     for name in LEARNERS:
         deadline = time.monotonic() + 300
-        while not requests.get(f"{base}/hub/api/users/{name}", headers=admin, timeout=30).json()["servers"].get(
-            "", {}
-        ).get("ready"):
+        while (
+            not requests.get(f"{base}/hub/api/users/{name}", headers=admin, timeout=30)
+            .json()["servers"]
+            .get("", {})
+            .get("ready")
+        ):
             assert time.monotonic() < deadline, hub["log"].read_text()[-4000:]
             time.sleep(1)
 
@@ -241,7 +244,7 @@ def class_run(hub):
         r = requests.post(f"{base}/user/{name}/api/sessions", headers=h, timeout=120, json={
             "path": f"grpo_lab/notebooks/{NOTEBOOK}", "type": "notebook", "kernel": {"name": "python3"}})  # fmt: skip
         assert r.status_code == 201, r.text
-        ws[name] = f"ws://{base[len('http://'):]}/user/{name}/api/kernels/{r.json()['kernel']['id']}/channels"
+        ws[name] = f"ws://{base[len('http://') :]}/user/{name}/api/kernels/{r.json()['kernel']['id']}/channels"
 
     async def everyone():
         return await asyncio.gather(*(_run_notebook(ws[n], tokens[n], cells) for n in LEARNERS))

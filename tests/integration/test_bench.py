@@ -372,8 +372,11 @@ def test_a_part_runs_in_a_fresh_spawned_process_as_it_does_on_cuda(monkeypatch):
     real_get_context = mp.get_context
     monkeypatch.setattr(bench, "_uses_cuda", lambda cfg: True)
     monkeypatch.setattr(mp, "get_context", lambda method=None: started.append(method) or real_get_context(method))
-    cfg = BenchConfig(train=TrainConfig(track_kl=False, prompts_per_step=1, group_size=2, max_new_tokens=4),
-                      parts=("rollout",), rollout_repeats=1)
+    cfg = BenchConfig(
+        train=TrainConfig(track_kl=False, prompts_per_step=1, group_size=2, max_new_tokens=4),
+        parts=("rollout",),
+        rollout_repeats=1,
+    )
     r = bench._run_part("rollout", cfg)
     assert started == ["spawn"]
     assert r["greedy_outputs_match"] is True and r["lab_sample_group"]["calls"] == 1

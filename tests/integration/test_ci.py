@@ -75,4 +75,3 @@ def test_ci_still_finds_a_system_python_of_3_10_or_newer_and_node(inside):
     assert Path(info["python"]).parent in {Path(p) for p in info["env"]["PATH"].split(":")}
     assert tuple(info["version"]) >= (3, 10), info
     assert [Path(t).name for t in tools] == ["node", "npm"], tools
-

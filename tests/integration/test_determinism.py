@@ -66,8 +66,9 @@ def test_training_twice_from_one_seed_gives_the_same_history_and_weights(fresh_p
     runs = []
     for _ in range(2):
         model, tok = fresh_policy()
-        trainer = Trainer(TrainConfig(algo="grpo", seed=0, prompts_per_step=8), model=model, tokenizer=tok,
-                          task=small_task)
+        trainer = Trainer(
+            TrainConfig(algo="grpo", seed=0, prompts_per_step=8), model=model, tokenizer=tok, task=small_task
+        )
         history = [{k: v for k, v in m.items() if k not in CLOCK_KEYS} for m in trainer.train(2, progress=False)]
         runs.append((history, [p.detach().clone() for p in model.parameters()]))
     (h1, w1), (h2, w2) = runs

@@ -365,8 +365,10 @@ def test_the_verl_overrides_compose_with_verls_own_config(verl_python, algo, tmp
     export_recipe(algo, "verl", "Qwen/Qwen2.5-1.5B-Instruct", "gsm8k", tmp_path)
     run = (tmp_path / "run.sh").read_text()
     relative = ("data.train_files=", "data.val_files=", "reward.custom_reward_function.path=")  # made absolute
-    words = [f'"{o.split("=")[0]}=$PWD/"{o.split("=", 1)[1]}' if o.startswith(relative) else shlex.quote(o)
-             for o in overrides]
+    words = [
+        f'"{o.split("=")[0]}=$PWD/"{o.split("=", 1)[1]}' if o.startswith(relative) else shlex.quote(o)
+        for o in overrides
+    ]
     assert "python -m verl.trainer.main_ppo" in run and all(f"    {w} \\\n" in run for w in words)
 
 
@@ -473,6 +475,11 @@ def test_the_effective_algorithm_says_when_a_clip_can_act():
     assert "dual clip: none (verl's gspo loss has no dual clip)" in effective_algorithm("gspo", "verl")[0]
     readme = "\n".join(effective_algorithm("gspo", "trl")[0])
     assert "updates per rollout: 4" in readme and "num_train_epochs=1" in readme
+
+
+def test_the_recipe_takes_the_mini_batches_asked_for_not_the_presets():
+    lines, _ = effective_algorithm(get_algorithm("dapo", minibatches=2), "verl")
+    assert lines[0] == "updates per rollout: 2 (2 mini-batches x 1 epochs)"
 
 
 def test_export_refuses_a_folder_holding_other_files_and_replaces_its_own_recipe(tmp_path):

@@ -31,7 +31,7 @@ def _poisoned_path(folder: Path) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("python", "python3"):
         shim = folder / name
-        shim.write_text("#!/bin/sh\necho \"the Python on PATH ran\" >&2\nexit 97\n")
+        shim.write_text('#!/bin/sh\necho "the Python on PATH ran" >&2\nexit 97\n')
         shim.chmod(0o755)
     return f"{folder}:/usr/bin:/bin"
 

@@ -32,9 +32,18 @@ def chat_model_dir(tmp_path_factory):
     tok = build_char_tokenizer(chars)
     tok.chat_template = CHAT_TEMPLATE
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-                      pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     path = tmp_path_factory.mktemp("chat-llama")
     LlamaForCausalLM(cfg).save_pretrained(path)
     tok.save_pretrained(path)
@@ -53,9 +62,30 @@ def test_the_chat_template_wraps_a_word_problem(chat_model_dir):
 @pytest.mark.parametrize("algo", ["grpo", "ppo", "gspo"])
 def test_train_runs_end_to_end_on_a_model_by_path(chat_model_dir, tmp_path, algo):
     out = tmp_path / "run.json"
-    rc = main(["train", "--algo", algo, "--model", str(chat_model_dir), "--task", "words", "--steps", "1",
-               "--prompts", "2", "--group-size", "2", "--max-new-tokens", "8", "--n-eval", "4",
-               "--json", str(out), "--quiet"])
+    rc = main(
+        [
+            "train",
+            "--algo",
+            algo,
+            "--model",
+            str(chat_model_dir),
+            "--task",
+            "words",
+            "--steps",
+            "1",
+            "--prompts",
+            "2",
+            "--group-size",
+            "2",
+            "--max-new-tokens",
+            "8",
+            "--n-eval",
+            "4",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     s = json.loads(out.read_text())
     assert s["config"]["task"] == "words" and s["steps"] == 1
@@ -66,6 +96,27 @@ def test_train_runs_end_to_end_on_a_model_by_path(chat_model_dir, tmp_path, algo
 
 def test_the_task_defaults_to_words_for_a_model_that_is_not_the_tiny_one(chat_model_dir, tmp_path):
     out = tmp_path / "run.json"
-    assert main(["train", "--model", str(chat_model_dir), "--steps", "1", "--prompts", "2", "--group-size", "2",
-                 "--max-new-tokens", "4", "--n-eval", "2", "--json", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--model",
+                str(chat_model_dir),
+                "--steps",
+                "1",
+                "--prompts",
+                "2",
+                "--group-size",
+                "2",
+                "--max-new-tokens",
+                "4",
+                "--n-eval",
+                "2",
+                "--json",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert json.loads(out.read_text())["config"]["task"] == "words"

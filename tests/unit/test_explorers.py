@@ -152,13 +152,21 @@ def test_zero_std_explorer_counts_the_groups_that_all_agree(tiny_policy):
 
 
 def _summary(steps: int, accuracy: float) -> dict:
-    return {"before": {"accuracy": 0.3}, "after": {"accuracy": accuracy}, "steps": steps, "train_seconds": 90.0,
-            "peak_memory_mb": 100.0, "history": [{"step": steps, "samples_generated": 128 * steps}]}
+    return {
+        "before": {"accuracy": 0.3},
+        "after": {"accuracy": accuracy},
+        "steps": steps,
+        "train_seconds": 90.0,
+        "peak_memory_mb": 100.0,
+        "history": [{"step": steps, "samples_generated": 128 * steps}],
+    }
 
 
 def test_seed_spread_explorer_draws_the_seeds_it_is_given():
-    results = {"grpo": [_summary(10, 0.5), _summary(12, 0.6), _summary(14, 0.7)],
-               "dapo": [_summary(20, 0.5), _summary(22, 0.6), _summary(24, 0.7)]}
+    results = {
+        "grpo": [_summary(10, 0.5), _summary(12, 0.6), _summary(14, 0.7)],
+        "dapo": [_summary(20, 0.5), _summary(22, 0.6), _summary(24, 0.7)],
+    }
     box = widgets.seed_spread_explorer(results, metrics=["steps", "final"], baseline="grpo")
     ax = redraw(box, metric="steps", seeds=3).axes[0]
     assert bars(ax) == pytest.approx([12.0, 22.0])  # the means

@@ -90,8 +90,13 @@ def test_gfpo_explorer_draws_what_each_filter_keeps():
 
 
 def test_gfpo_group_plot_marks_the_dropped():
-    fig = viz.plot_gfpo_group(["121", "92,121", "07+85=92,92+29=121"], [1.0, 0.0, 1.0], [True, True, False],
-                              [1.0, -1.0, 0.0], lengths=[4, 7, 19])
+    fig = viz.plot_gfpo_group(
+        ["121", "92,121", "07+85=92,92+29=121"],
+        [1.0, 0.0, 1.0],
+        [True, True, False],
+        [1.0, -1.0, 0.0],
+        lengths=[4, 7, 19],
+    )
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == ["121 (4)", "92,121 (7)", "07+85=92,92+29=121 (19)"]  # the first completion is the top row

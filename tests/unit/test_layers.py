@@ -76,7 +76,7 @@ def test_no_cycle_between_modules():
 
     def visit(m: str, path: list[str]) -> None:
         if m in path:
-            raise AssertionError(f"import cycle: {' -> '.join(path[path.index(m):] + [m])}")
+            raise AssertionError(f"import cycle: {' -> '.join(path[path.index(m) :] + [m])}")
         if m in done:
             return
         for t in sorted(graph[m]):
@@ -119,12 +119,9 @@ def test_importing_the_plots_loads_no_trainer_and_the_trainer_loads_no_plots():
     ).stdout.split()
     assert not [m for m in out if m.startswith("grpo_lab.train")], out
     code = (
-        "import sys, grpo_lab.train.trainer\n"
-        "print('matplotlib' in sys.modules, 'grpo_lab.course.viz' in sys.modules)\n"
+        "import sys, grpo_lab.train.trainer\nprint('matplotlib' in sys.modules, 'grpo_lab.course.viz' in sys.modules)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent
-    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
     assert out.stdout.split() == ["False", "False"]
 
 

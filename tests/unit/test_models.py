@@ -201,8 +201,18 @@ def _truncate(name: str, keep: float):
         (lambda tmp: _copy_of_tiny(tmp, lambda f: (f / "model.safetensors").unlink()), "could not load its weights"),
         (lambda tmp: _copy_of_tiny(tmp, lambda f: (f / "tokenizer.json").unlink()), "could not load its tokenizer"),
     ],
-    ids=["missing", "empty", "a-file", "config-half", "config-empty", "weights-half", "weights-empty",
-         "weights-last-byte-cut", "weights-missing", "tokenizer-missing"],
+    ids=[
+        "missing",
+        "empty",
+        "a-file",
+        "config-half",
+        "config-empty",
+        "weights-half",
+        "weights-empty",
+        "weights-last-byte-cut",
+        "weights-missing",
+        "tokenizer-missing",
+    ],
 )
 def test_a_model_folder_that_cannot_load_gives_one_line_naming_it(tmp_path, make, message):
     path = make(tmp_path)

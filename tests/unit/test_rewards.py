@@ -131,8 +131,13 @@ class TestBadInput:
             soft_overlong_penalty(torch.tensor([10.0, float("nan")]), max_len=100, cache_len=20)
 
     def good(self):
-        return dict(scores=t([1.0, 2.0]), logp=torch.zeros(2, 3, dtype=F64), ref_logp=torch.zeros(2, 3, dtype=F64),
-                    mask=torch.ones(2, 3), beta=0.1)
+        return dict(
+            scores=t([1.0, 2.0]),
+            logp=torch.zeros(2, 3, dtype=F64),
+            ref_logp=torch.zeros(2, 3, dtype=F64),
+            mask=torch.ones(2, 3),
+            beta=0.1,
+        )
 
     def test_kl_shaped_shapes(self):
         with pytest.raises(ValueError, match="ref_logp"):

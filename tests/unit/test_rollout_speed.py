@@ -40,8 +40,16 @@ def test_bucketed_log_probs_entropies_and_gradients_equal_one_padded_pass(fresh_
     results = []
     for bucket in (True, False):
         model.zero_grad(set_to_none=True)
-        logp, ent = token_logps(model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, 1.3,
-                                with_entropy=True, bucket=bucket)
+        logp, ent = token_logps(
+            model,
+            ro.prompt_ids,
+            ro.prompt_mask,
+            ro.completion_ids,
+            ro.completion_mask,
+            1.3,
+            with_entropy=True,
+            bucket=bucket,
+        )
         (logp.sum() + 0.5 * ent.sum()).backward()
         results.append((logp.detach(), ent.detach(), [p.grad.clone() for p in model.parameters()]))
     (lb, eb, gb), (lp, ep, gp) = results
@@ -64,7 +72,7 @@ def test_length_buckets_partition_the_rows_and_fit_each_one():
     one = length_buckets(torch.tensor([5, 5, 5]), 10, 32, "cpu")  # equal lengths: one group, cut to 5
     assert len(one) == 1 and one[0][1] == 5
     if torch.cuda.is_available():
-        (idx, width), = length_buckets(lengths.cuda(), 10, 32, "cuda")
+        ((idx, width),) = length_buckets(lengths.cuda(), 10, 32, "cuda")
         assert len(idx) == len(lengths) and width == 32
 
 

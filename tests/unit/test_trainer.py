@@ -120,10 +120,12 @@ EXPECTED_CHANGES = {
     "dr_grpo": {"scale": "none", "aggregation": "seq_mean_token_sum_norm"},
     # Section 5: clip-higher 0.2/0.28, dynamic sampling, token-level loss, soft overlong punishment
     # (no overlong filtering: the best runs did not use it; no KL: GRPO's lab default is already 0).
-    "dapo": {"clip_high": 0.28, "dynamic_sampling": True, "aggregation": "token_mean", "overlong_penalty": True},
-    # Section 6: sequence-level ratio, clip ranges 3e-4 / 4e-4, several mini-batches per rollout
-    # (fully on-policy GSPO is GRPO).
-    "gspo": {"ratio_level": "sequence", "clip_low": 3e-4, "clip_high": 4e-4, "minibatches": 2},
+    # Several updates per rollout: the paper's 16 (mini-batch 512 of 512 x 16 answers), scaled to the lab's 4.
+    "dapo": {"clip_high": 0.28, "dynamic_sampling": True, "aggregation": "token_mean", "overlong_penalty": True,
+             "minibatches": 4},
+    # Section 6: sequence-level ratio, clip ranges 3e-4 / 4e-4, each rollout split into 4 mini-batches
+    # as in the paper (fully on-policy GSPO is GRPO).
+    "gspo": {"ratio_level": "sequence", "clip_low": 3e-4, "clip_high": 4e-4, "minibatches": 4},
     # Section 7: sample G > k, keep the shortest k, statistics over the retained set, token mean.
     "gfpo": {"advantage": "gfpo", "aggregation": "token_mean", "gfpo_group_size": 16},
     # Section 1: a critic with GAE, the KL folded into the reward as k1 with TRL's kl_coef 0.05,

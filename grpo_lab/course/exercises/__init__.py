@@ -27,8 +27,17 @@ from . import bank_00_04, bank_05_10  # noqa: F401  (importing them registers th
 from .bank import EXERCISES, Exercise
 from .questions import QUESTIONS, Question, mystery_token_weights
 
-__all__ = ["EXERCISES", "QUESTIONS", "Exercise", "Question", "Result", "ask", "check", "mystery_token_weights",
-           "solution"]
+__all__ = [
+    "EXERCISES",
+    "QUESTIONS",
+    "Exercise",
+    "Question",
+    "Result",
+    "ask",
+    "check",
+    "mystery_token_weights",
+    "solution",
+]
 
 
 @dataclass
@@ -138,8 +147,12 @@ def check(name: str, fn: Callable[..., object]) -> Result:
         except Exception:
             return _fail(name, i, n, f"Case '{label}': could not read {type(got_raw).__name__} as numbers.")
         if got.shape != expected.shape:
-            return _fail(name, i, n, f"Case '{label}': expected shape {tuple(expected.shape)}, "
-                                     f"got {tuple(got.shape)}. Hint: {hint}")
+            return _fail(
+                name,
+                i,
+                n,
+                f"Case '{label}': expected shape {tuple(expected.shape)}, got {tuple(got.shape)}. Hint: {hint}",
+            )
         if not torch.isfinite(got).all():
             return _fail(name, i, n, f"Case '{label}': your result has NaN or infinity: {got.tolist()}. Hint: {hint}")
         if not torch.allclose(got, expected, atol=1e-4, rtol=1e-4):

@@ -38,9 +38,14 @@ def _ref_group_advantages(rewards, group_size, use_std=True):
     return group_advantages(rewards, group_size, scale="group" if use_std else "none")
 
 
-declare("group_advantages", _cases_group_advantages, _ref_group_advantages, _sol_group_advantages,
-        "Centre each group on its mean; divide by its std (+1e-4) only when use_std. Groups are consecutive rows: "
-        "rewards.view(-1, group_size).")
+declare(
+    "group_advantages",
+    _cases_group_advantages,
+    _ref_group_advantages,
+    _sol_group_advantages,
+    "Centre each group on its mean; divide by its std (+1e-4) only when use_std. Groups are consecutive rows: "
+    "rewards.view(-1, group_size).",
+)
 
 
 def _sol_masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -57,8 +62,13 @@ def _cases_masked_mean():
     ]
 
 
-declare("masked_mean", _cases_masked_mean, lambda x, m: masked_mean(x, m), _sol_masked_mean,
-        "Multiply by the mask before summing, and divide by the number of valid tokens, not by x.numel().")
+declare(
+    "masked_mean",
+    _cases_masked_mean,
+    lambda x, m: masked_mean(x, m),
+    _sol_masked_mean,
+    "Multiply by the mask before summing, and divide by the number of valid tokens, not by x.numel().",
+)
 
 
 # --- notebook 01: policy gradients -------------------------------------------------------------------
@@ -83,8 +93,13 @@ def _ref_reinforce(seq_logp, rewards, baseline):
     return torch.stack([-(r - baseline) * lp for r, lp in zip(rewards, seq_logp)]).mean()
 
 
-declare("reinforce_loss", _cases_reinforce, _ref_reinforce, _sol_reinforce_loss,
-        "The loss is minus the mean of (R - b) * log pi(y|x): minimising it raises log pi where R > b.")
+declare(
+    "reinforce_loss",
+    _cases_reinforce,
+    _ref_reinforce,
+    _sol_reinforce_loss,
+    "The loss is minus the mean of (R - b) * log pi(y|x): minimising it raises log pi where R > b.",
+)
 
 
 def _sol_rloo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -101,8 +116,13 @@ def _cases_rloo():
     ]
 
 
-declare("rloo_advantages", _cases_rloo, lambda r, g: rloo_advantages(r, g), _sol_rloo_advantages,
-        "The baseline for sample i is the mean of the *other* G-1 rewards of its group.")
+declare(
+    "rloo_advantages",
+    _cases_rloo,
+    lambda r, g: rloo_advantages(r, g),
+    _sol_rloo_advantages,
+    "The baseline for sample i is the mean of the *other* G-1 rewards of its group.",
+)
 
 
 # --- notebook 02: PPO's clip and GAE -----------------------------------------------------------------
@@ -137,8 +157,13 @@ def _ref_clipped(ratio, advantage, eps):
     return torch.tensor(out)
 
 
-declare("clipped_token_loss", _cases_clipped, _ref_clipped, _sol_clipped_token_loss,
-        "loss = -min(r*A, clip(r, 1-eps, 1+eps)*A): the min, then the minus sign.")
+declare(
+    "clipped_token_loss",
+    _cases_clipped,
+    _ref_clipped,
+    _sol_clipped_token_loss,
+    "loss = -min(r*A, clip(r, 1-eps, 1+eps)*A): the min, then the minus sign.",
+)
 
 
 def _sol_gae(rewards: list[float], values: list[float], gamma: float, lam: float) -> list[float]:
@@ -164,9 +189,14 @@ def _ref_gae(rewards, values, gamma, lam):
     return adv[0].tolist()
 
 
-declare("gae", _cases_gae, _ref_gae, _sol_gae,
-        "Go backwards: delta_t = r_t + gamma*V_{t+1} - V_t with V after the last token = 0; A_t = delta_t + "
-        "gamma*lam*A_{t+1}.")
+declare(
+    "gae",
+    _cases_gae,
+    _ref_gae,
+    _sol_gae,
+    "Go backwards: delta_t = r_t + gamma*V_{t+1} - V_t with V after the last token = 0; A_t = delta_t + "
+    "gamma*lam*A_{t+1}.",
+)
 
 
 # --- notebook 03: GRPO's KL estimator ----------------------------------------------------------------
@@ -185,8 +215,13 @@ def _cases_k3():
     ]
 
 
-declare("k3", _cases_k3, lambda lp, ref: kl_estimate(lp, ref, "k3"), _sol_k3,
-        "With log r = ref_logp - logp: k3 = (r - 1) - log r, which is >= 0 for every token.")
+declare(
+    "k3",
+    _cases_k3,
+    lambda lp, ref: kl_estimate(lp, ref, "k3"),
+    _sol_k3,
+    "With log r = ref_logp - logp: k3 = (r - 1) - log r, which is >= 0 for every token.",
+)
 
 
 # --- notebook 04: where each token's gradient goes; Dr. GRPO's loss ----------------------------------
@@ -233,9 +268,14 @@ def _ref_token_weights(lengths, advantages, aggregation, max_len):
     return token_gradient_weights(lengths, advantages, aggregation, max_len)
 
 
-declare("token_weights", _cases_token_weights, _ref_token_weights, _sol_token_weights,
-        "Weight = A_i times the aggregation's normaliser, on valid tokens only (0 on padding): seq_mean_token_mean "
-        "1/(B*|o_i|), token_mean 1/(sum of all lengths), seq_mean_token_sum_norm 1/(B*max_len).")
+declare(
+    "token_weights",
+    _cases_token_weights,
+    _ref_token_weights,
+    _sol_token_weights,
+    "Weight = A_i times the aggregation's normaliser, on valid tokens only (0 on padding): seq_mean_token_mean "
+    "1/(B*|o_i|), token_mean 1/(sum of all lengths), seq_mean_token_sum_norm 1/(B*max_len).",
+)
 
 
 def _sol_dr_grpo_loss(logp, old_logp, rewards, mask, group_size: int, max_len: int, eps: float = 0.2) -> torch.Tensor:
@@ -272,6 +312,11 @@ def _ref_dr_grpo_loss(logp, old_logp, rewards, mask, group_size, max_len, eps=0.
     return loss
 
 
-declare("dr_grpo_loss", _cases_dr_grpo_loss, _ref_dr_grpo_loss, _sol_dr_grpo_loss,
-        "A = R - group mean (no std); per token -min(r*A, clip(r, 1-eps, 1+eps)*A); sum the valid tokens and divide "
-        "by B * max_len, not by the lengths or the token count.")
+declare(
+    "dr_grpo_loss",
+    _cases_dr_grpo_loss,
+    _ref_dr_grpo_loss,
+    _sol_dr_grpo_loss,
+    "A = R - group mean (no std); per token -min(r*A, clip(r, 1-eps, 1+eps)*A); sum the valid tokens and divide "
+    "by B * max_len, not by the lengths or the token count.",
+)

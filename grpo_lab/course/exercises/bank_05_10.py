@@ -37,10 +37,14 @@ def _cases_soft_overlong():
     ]
 
 
-declare("soft_overlong_penalty", _cases_soft_overlong, lambda n, L, c: soft_overlong_penalty(n, L, c),
-        _sol_soft_overlong_penalty,
-        "0 up to max_len - cache_len; then ((max_len - cache_len) - n) / cache_len, reaching -1 at max_len; -1 beyond "
-        "max_len.")
+declare(
+    "soft_overlong_penalty",
+    _cases_soft_overlong,
+    lambda n, L, c: soft_overlong_penalty(n, L, c),
+    _sol_soft_overlong_penalty,
+    "0 up to max_len - cache_len; then ((max_len - cache_len) - n) / cache_len, reaching -1 at max_len; -1 beyond "
+    "max_len.",
+)
 
 
 # --- notebook 06: GSPO -------------------------------------------------------------------------------
@@ -76,9 +80,14 @@ def _ref_sequence_ratio(logp, old_logp, mask):
     return sequence_log_ratio(logp - old_logp, mask).exp()
 
 
-declare("sequence_ratio", _cases_sequence_ratio, _ref_sequence_ratio, _sol_sequence_ratio,
-        "s_i = exp(mean over the valid tokens of (logp - old_logp)): the geometric mean of the token ratios. Sum with "
-        "the mask, divide by mask.sum(1).")
+declare(
+    "sequence_ratio",
+    _cases_sequence_ratio,
+    _ref_sequence_ratio,
+    _sol_sequence_ratio,
+    "s_i = exp(mean over the valid tokens of (logp - old_logp)): the geometric mean of the token ratios. Sum with "
+    "the mask, divide by mask.sum(1).",
+)
 
 
 def _sol_gspo_loss(logp, old_logp, advantages, mask, clip_low, clip_high):
@@ -123,9 +132,14 @@ def _ref_gspo_loss(logp, old_logp, advantages, mask, clip_low, clip_high):
     return loss
 
 
-declare("gspo_loss", _cases_gspo_loss, _ref_gspo_loss, _sol_gspo_loss,
-        "One ratio per sequence (the sequence_ratio), clipped to [1 - clip_low, 1 + clip_high]; loss = -mean over "
-        "sequences of min(s*A, clip(s)*A).")
+declare(
+    "gspo_loss",
+    _cases_gspo_loss,
+    _ref_gspo_loss,
+    _sol_gspo_loss,
+    "One ratio per sequence (the sequence_ratio), clipped to [1 - clip_low, 1 + clip_high]; loss = -mean over "
+    "sequences of min(s*A, clip(s)*A).",
+)
 
 
 # --- notebook 07: GFPO -------------------------------------------------------------------------------
@@ -154,8 +168,13 @@ def _cases_gfpo_keep():
     ]
 
 
-declare("gfpo_keep", _cases_gfpo_keep, lambda r, L, g, k: gfpo_keep(r, L, g, k, metric="length"), _sol_gfpo_keep,
-        "Per group of group_size consecutive rows, keep the k shortest; a stable sort breaks ties by the lower index.")
+declare(
+    "gfpo_keep",
+    _cases_gfpo_keep,
+    lambda r, L, g, k: gfpo_keep(r, L, g, k, metric="length"),
+    _sol_gfpo_keep,
+    "Per group of group_size consecutive rows, keep the k shortest; a stable sort breaks ties by the lower index.",
+)
 
 
 def _sol_gfpo_advantages(rewards: torch.Tensor, keep: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -194,9 +213,14 @@ def _cases_gfpo_advantages():
     ]
 
 
-declare("gfpo_advantages", _cases_gfpo_advantages, lambda r, keep, g: gfpo_advantages(r, keep, g), _sol_gfpo_advantages,
-        "Mean and population std over each group's *kept* rewards only; dropped rows get 0, and an all-equal kept set "
-        "gives 0 (not NaN).")
+declare(
+    "gfpo_advantages",
+    _cases_gfpo_advantages,
+    lambda r, keep, g: gfpo_advantages(r, keep, g),
+    _sol_gfpo_advantages,
+    "Mean and population std over each group's *kept* rewards only; dropped rows get 0, and an all-equal kept set "
+    "gives 0 (not NaN).",
+)
 
 
 # --- notebook 08: pass@k and the spread across seeds -------------------------------------------------
@@ -224,9 +248,14 @@ def _ref_pass_at_k(n, c, k):
     return pass_at_k(n, c, k)
 
 
-declare("pass_at_k", _cases_pass_at_k, _ref_pass_at_k, _sol_pass_at_k,
-        "Unbiased (Chen et al. 2021): 1 - C(n-c, k) / C(n, k), the chance that k drawn without replacement are all "
-        "wrong, subtracted from 1; it is 1 when n - c < k.")
+declare(
+    "pass_at_k",
+    _cases_pass_at_k,
+    _ref_pass_at_k,
+    _sol_pass_at_k,
+    "Unbiased (Chen et al. 2021): 1 - C(n-c, k) / C(n, k), the chance that k drawn without replacement are all "
+    "wrong, subtracted from 1; it is 1 when n - c < k.",
+)
 
 
 def _sol_standard_error(values: list[float]) -> float:
@@ -248,8 +277,13 @@ def _ref_standard_error(values):
     return mean_and_spread(values)["se"]
 
 
-declare("standard_error", _cases_standard_error, _ref_standard_error, _sol_standard_error,
-        "The sample standard deviation (divide by n - 1) divided by sqrt(n).")
+declare(
+    "standard_error",
+    _cases_standard_error,
+    _ref_standard_error,
+    _sol_standard_error,
+    "The sample standard deviation (divide by n - 1) divided by sqrt(n).",
+)
 
 
 # --- notebook 09: a reward function that survives malformed text; zero-std groups --------------------
@@ -287,9 +321,14 @@ def _ref_sum3_reward_fixed(completion, answer, finished):
     return sum3_reward(completion, answer, finished)
 
 
-declare("sum3_reward_fixed", _cases_sum3_reward_fixed, _ref_sum3_reward_fixed, _sol_sum3_reward_fixed,
-        "0 if not finished; 0 if the stripped text is empty or does not end with a digit; else compare the last "
-        "number, as an int, with the answer.")
+declare(
+    "sum3_reward_fixed",
+    _cases_sum3_reward_fixed,
+    _ref_sum3_reward_fixed,
+    _sol_sum3_reward_fixed,
+    "0 if not finished; 0 if the stripped text is empty or does not end with a digit; else compare the last "
+    "number, as an int, with the answer.",
+)
 
 
 def _sol_zero_std_share(rewards: torch.Tensor, group_size: int) -> float:
@@ -316,9 +355,14 @@ def _ref_zero_std_share(rewards, group_size):
     return 1.0 - dynamic_sampling_keep(rewards, group_size).float().mean().item()
 
 
-declare("zero_std_share", _cases_zero_std_share, _ref_zero_std_share, _sol_zero_std_share,
-        "Groups are consecutive rows (rewards.view(-1, group_size)); a group counts when all its rewards are equal, "
-        "all right OR all wrong; return the share of groups, not of samples.")
+declare(
+    "zero_std_share",
+    _cases_zero_std_share,
+    _ref_zero_std_share,
+    _sol_zero_std_share,
+    "Groups are consecutive rows (rewards.view(-1, group_size)); a group counts when all its rewards are equal, "
+    "all right OR all wrong; return the share of groups, not of samples.",
+)
 
 
 # --- notebook 10: TRL's loss_type normalisers and scale_rewards --------------------------------------
@@ -374,9 +418,14 @@ def _ref_trl_loss(per_token_loss, mask, loss_type, max_completion_length):
     return loss
 
 
-declare("trl_loss", _cases_trl_loss, _ref_trl_loss, _sol_trl_loss,
-        "Mask first. grpo: per-sequence token sums / lengths, then the mean; bnpo and dapo: the masked sum over "
-        "mask.sum(); dr_grpo: the masked sum over B * max_completion_length (not over the tokens).")
+declare(
+    "trl_loss",
+    _cases_trl_loss,
+    _ref_trl_loss,
+    _sol_trl_loss,
+    "Mask first. grpo: per-sequence token sums / lengths, then the mean; bnpo and dapo: the masked sum over "
+    "mask.sum(); dr_grpo: the masked sum over B * max_completion_length (not over the tokens).",
+)
 
 
 def _sol_trl_advantages(rewards: torch.Tensor, num_generations: int, scale_rewards: str) -> torch.Tensor:
@@ -400,6 +449,11 @@ def _cases_trl_advantages():
     ]
 
 
-declare("trl_advantages", _cases_trl_advantages, lambda r, g, s: group_advantages(r, g, scale=s), _sol_trl_advantages,
-        "Always centre on the *group* mean; then divide by std + 1e-4: the group's std for 'group', the std of all "
-        "rewards for 'batch', nothing for 'none'. torch.std is the unbiased one, as in TRL.")
+declare(
+    "trl_advantages",
+    _cases_trl_advantages,
+    lambda r, g, s: group_advantages(r, g, scale=s),
+    _sol_trl_advantages,
+    "Always centre on the *group* mean; then divide by std + 1e-4: the group's std for 'group', the std of all "
+    "rewards for 'batch', nothing for 'none'. torch.std is the unbiased one, as in TRL.",
+)

@@ -217,4 +217,3 @@ def mystery_token_weights() -> dict:
     lengths, advantages, max_len = [3, 6, 12], [1.0, -1.0, 1.0], 16
     weights = token_gradient_weights(lengths, advantages, _MYSTERY_AGGREGATION, max_len)
     return {"lengths": lengths, "advantages": advantages, "max_len": max_len, "weights": weights}
-
