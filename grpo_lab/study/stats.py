@@ -93,6 +93,42 @@ def welch_test(a_values: Sequence[float | None], b_values: Sequence[float | None
     return {"diff": diff, "se": se, "t": t, "df": df, "p": student_t_two_sided_p(t, df), "n_a": a["n"], "n_b": b["n"]}
 
 
+def paired_test(a_values: Sequence[float], b_values: Sequence[float]) -> dict:
+    """The paired t-test of ``b - a``, for two arms run on the same seeds (``a_values[i]`` and ``b_values[i]``
+    from seed i): the per-seed differences ``d``, their mean ``diff``, its standard error ``se`` = sd(d)/sqrt(n),
+    ``t`` = diff / se with ``df`` = n - 1, and the two-sided ``p``. Pairing removes what a seed does to both arms
+    alike, so it can see a smaller gap than Welch's test on the same runs."""
+    if len(a_values) != len(b_values) or len(a_values) < 2:
+        raise ValueError(f"a_values and b_values must pair up, >= 2 each, got {len(a_values)} and {len(b_values)}")
+    d = [float(b) - float(a) for a, b in zip(a_values, b_values)]
+    m = mean_and_spread(d)
+    if m["se"] == 0.0:
+        raise ValueError("the paired differences have no spread at all: a t-test needs some noise to compare with")
+    t = m["mean"] / m["se"]
+    df = m["n"] - 1
+    return {"d": d, "diff": m["mean"], "se": m["se"], "t": t, "df": df, "p": student_t_two_sided_p(t, df), "n": m["n"]}
+
+
+def t_quantile(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t with ``df`` degrees of freedom (0.5 < q < 1), by bisection on the tail."""
+    if not 0.5 < q < 1.0:
+        raise ValueError(f"q must be in (0.5, 1), got {q}")
+    lo, hi = 0.0, 1.0
+    while student_t_two_sided_p(hi, df) / 2 > 1 - q:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if student_t_two_sided_p(mid, df) / 2 > 1 - q else (lo, mid)
+    return (lo + hi) / 2
+
+
+def detectable_gap(se: float, df: float, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest true difference a two-sided t-test at level ``alpha`` detects with probability ``power``, given
+    the difference's standard error ``se`` and ``df``: (t_{1-alpha/2} + t_{power}) x se (the usual normal-theory
+    approximation with t quantiles). A gap below it can hide in the noise of this many seeds."""
+    return (t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * se
+
+
 def holm(p_values: list[float]) -> list[float]:
     """Holm's step-down adjustment (Holm 1979) of ``m`` p-values, in their given order.
 

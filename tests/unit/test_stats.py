@@ -12,10 +12,13 @@ import pytest
 
 from grpo_lab.study.stats import (
     bootstrap_interval,
+    detectable_gap,
     holm,
     mean_and_spread,
+    paired_test,
     spread,
     student_t_two_sided_p,
+    t_quantile,
     welch_test,
 )
 
@@ -132,3 +135,30 @@ def test_spread_quartiles_match_numpy_between_order_statistics():
     # positions 1.5 and 4.5 of the sorted 0.29 0.31 0.33 0.35 0.37 0.40 0.52 fall between order statistics.
     s = spread([0.31, 0.35, 0.29, 0.52, 0.40, 0.33, 0.37])
     assert (s["q1"], s["median"], s["q3"]) == pytest.approx((0.32, 0.35, 0.385), rel=1e-12)
+
+
+def test_paired_test_by_hand():
+    # d = [1, 2, 0, 2, 2]: mean 1.4, sd sqrt(3.2 / 4), se 0.4, t = 3.5 on 4 df. For 4 df the t CDF has the
+    # closed form F(t) = 1/2 + t / (2 sqrt(t^2 + 4)) * (1 + 2 / (t^2 + 4)).
+    r = paired_test([1, 2, 3, 4, 5], [2, 4, 3, 6, 7])
+    assert r["d"] == [1, 2, 0, 2, 2] and r["df"] == 4
+    assert r["diff"] == pytest.approx(1.4) and r["se"] == pytest.approx(0.4) and r["t"] == pytest.approx(3.5)
+    tail = 0.5 - 3.5 / (2 * math.sqrt(16.25)) * (1 + 2 / 16.25)
+    assert r["p"] == pytest.approx(2 * tail, rel=1e-9)
+
+
+def test_paired_test_refuses_what_it_cannot_pair():
+    with pytest.raises(ValueError, match="must pair up"):
+        paired_test([0.5, 0.6, 0.7], [0.5, 0.6])
+    with pytest.raises(ValueError, match="no spread"):
+        paired_test([0.5, 0.6], [0.6, 0.7])
+
+
+@pytest.mark.parametrize(("q", "df", "value"), [(0.975, 4, 2.776445), (0.8, 4, 0.940965), (0.975, 2, 4.302653)])
+def test_t_quantile_matches_the_tables(q, df, value):
+    assert t_quantile(q, df) == pytest.approx(value, abs=1e-6)
+
+
+def test_detectable_gap_at_four_df():
+    # (2.776445 + 0.940965) x se, the textbook t quantiles at 4 degrees of freedom
+    assert detectable_gap(0.01, 4) == pytest.approx(0.0371741, abs=1e-6)
