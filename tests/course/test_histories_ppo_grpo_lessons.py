@@ -1,6 +1,7 @@
 """The committed runs that notebooks 02 and 03 read were made with the settings their prose states.
 
-Notebook 02 compares PPO's preset (2 epochs x 2 mini-batches) with 4 x 4 rollout by rollout; notebook 03
+Notebook 02 compares PPO's preset (2 epochs x 2 mini-batches) with 4 x 4 rollout by rollout, and 4 x 4 with
+and without an approx-KL early stop on the same five seeds; notebook 03
 compares a GRPO run without a KL term with one that pays for KL in the loss; notebooks 03, 06 and 08 read
 the two races, which they say ran today's presets, one with the same seconds and one with the same samples
 for every run. If a file is regenerated with other settings, these fail before the prose silently stops
@@ -29,6 +30,16 @@ def test_ppo_tradeoff_runs_differ_only_in_updates_per_rollout():
     assert differ == {"epochs", "minibatches"}
     same_config = {k for k in a["config"] if k != "algo_overrides" and a["config"][k] != b["config"][k]}
     assert same_config == set()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_target_kl_pair_changes_only_target_kl_on_the_same_seed(seed):
+    plain, stopped = load_history(f"ppo_ep4mb4_seed{seed}"), load_history(f"ppo_ep4mb4_tkl0.02_seed{seed}")
+    differ = {k for k in plain["algorithm"] if plain["algorithm"][k] != stopped["algorithm"][k]}
+    assert differ == {"target_kl"} and stopped["algorithm"]["target_kl"] == 0.02
+    assert (plain["algorithm"]["epochs"], plain["algorithm"]["minibatches"]) == (4, 4)
+    same_config = {k for k in plain["config"] if k != "algo_overrides" and plain["config"][k] != stopped["config"][k]}
+    assert same_config == set() and plain["seed"] == stopped["seed"] == seed and plain["steps"] == 40
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.5])
