@@ -117,7 +117,8 @@ Held-out accuracy against GRPO's, by Welch's t-test with Holm's correction for t
 
 Command: `python -m grpo_lab compare --seconds {seconds:.0f} --seeds {" ".join(map(str, TIME_SEEDS))}` (each run
 in its own process; committed as `assets/histories/timed_{{algo}}_seed{{{",".join(map(str, TIME_SEEDS))}}}.json`,
-read by notebooks 03, 06 and 08).
+read by notebooks 03, 05, 06 and 08). DAPO's and GSPO's runs were made again the same way (`--algos dapo gspo`) once
+their presets took 4 mini-batches per rollout.
 """
 
 
@@ -148,8 +149,9 @@ side only large differences can pass:
 Command: `python -m grpo_lab compare --max-samples 6400 --pass-k 8 --n-eval 500 --eval-every 1000 --seeds S`
 for S = 0, 1, 2 (committed as `assets/histories/samples_{{algo}}_seed{{0,1,2}}.json`, read by notebook 08,
 which tests the differences against noise). Seeds 0 and 1 ran as two processes sharing the CPU, seed 2 later,
-after the lab's rollout was made faster (which changes float rounding, not the algorithm), and PPO again once
-its preset took 2 epochs x 2 mini-batches per rollout: training seconds in this race rank nothing.
+after the lab's rollout was made faster (which changes float rounding, not the algorithm), PPO again once
+its preset took 2 epochs x 2 mini-batches per rollout, and DAPO and GSPO again, one run at a time on the quiet
+CPU, once theirs took 4 mini-batches: training seconds in this race rank nothing.
 """
 
 
@@ -187,7 +189,8 @@ lesson's own measurements (clip fractions, lengths, entropy) are computed and ch
 def _verdict(differ: list[str]) -> str:
     if not differ:
         return "no algorithm differs from GRPO"
-    return f"only {' and '.join(differ)} {'differs' if len(differ) == 1 else 'differ'} from GRPO"
+    names = differ[0] if len(differ) == 1 else ", ".join(differ[:-1]) + " and " + differ[-1]
+    return f"only {names} {'differs' if len(differ) == 1 else 'differ'} from GRPO"
 
 
 def readme_block() -> str:
