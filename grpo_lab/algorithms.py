@@ -151,9 +151,10 @@ class Algorithm:
     )
     """Skip a rollout's remaining updates once the approx-KL to the policy that sampled passes it. Checked on each
     mini-batch before its step, as Stable-Baselines3 does (at 1.5 times its ``target_kl``; the lab at the value
-    itself), so the update that would go further is not taken; CleanRL checks after each epoch instead, so the
-    update that crossed it has been taken. With one update per rollout the approx-KL is always 0: the command
-    line refuses it there, and in Python it never triggers."""
+    itself): the step that carried the policy past it has been taken, and none after it. CleanRL tests the last
+    mini-batch's approx-KL after each epoch, so all of that epoch's steps are taken. With one update per rollout
+    the approx-KL is always 0: the command line refuses it there, and in Python it never triggers. Neither TRL
+    nor verl has it: ``export`` refuses it."""
     # --- critic (PPO only) ---
     gamma: float = _field(1.0, "advantages", low=0, high=1, used_when=_CRITIC)
     lam: float = _field(0.95, "advantages", low=0, high=1, used_when=_CRITIC)
@@ -265,8 +266,8 @@ PRESETS: dict[str, Algorithm] = {
         # Several updates per rollout, as PPO is meant to run (K epochs of mini-batch SGD on each
         # batch; 4 epochs in CleanRL, the lm-human-preferences reproduction and TRL's PPOConfig),
         # so the ratio leaves 1 and the clip acts. 2 x 2 rather than 4 epochs: on this task, at
-        # lr 1e-4, 4 epochs x 4 mini-batches drove ratios past 30 and stalled learning, while
-        # 2 x 2 learned fast with about 1% of tokens clipped (notebook 02 shows the trade-off).
+        # lr 1e-4, 4 epochs x 4 mini-batches drove ratios past 30 and learned far less per rollout
+        # over five seeds, while 2 x 2 learned fast with about 1.5% of tokens clipped (notebook 02).
         minibatches=2,
         epochs=2,
     ),

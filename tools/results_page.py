@@ -37,8 +37,19 @@ RESULTS = ROOT / "docs" / "results.md"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
-TIME_METRICS = ("train_seconds", "steps", "samples", "final", "gain_points", "length_correct", "length_wrong",
-                "entropy", "kl", "clip_frac", "peak_memory_mb")
+TIME_METRICS = (
+    "train_seconds",
+    "steps",
+    "samples",
+    "final",
+    "gain_points",
+    "length_correct",
+    "length_wrong",
+    "entropy",
+    "kl",
+    "clip_frac",
+    "peak_memory_mb",
+)
 SAMPLE_METRICS = ("steps", "final", "gain_points", "pass@1", "pass@k", "length_correct", "length_wrong")
 
 
@@ -86,8 +97,37 @@ def _labels_note(runs: dict[str, list[dict]]) -> str:
     changed = [k for k in runs if "(" in k]
     if not changed:
         return ""
-    return (f"\nA label in brackets marks runs made with settings that differ from today's preset "
-            f"(`python -m grpo_lab train --set ...` reproduces them): {', '.join(changed)}.\n")
+    return (
+        f"\nA label in brackets marks runs made with settings that differ from today's preset "
+        f"(`python -m grpo_lab train --set ...` reproduces them): {', '.join(changed)}.\n"
+    )
+
+
+def generation_speed(summary: dict) -> float:
+    """A run's mean sampling speed, tokens of completions per second of generation: no algorithm changes how a
+    completion is sampled, so a run far below the others was made on a slower machine, or in a slower session."""
+    h = summary["history"]
+    return sum(x["tokens_per_second"] for x in h) / len(h)
+
+
+def _slow_sessions_note(runs: dict[str, list[dict]], short: bool = False) -> str:
+    speed = {a: sum(generation_speed(s) for s in ss) / len(ss) for a, ss in runs.items()}
+    typical = sorted(speed.values())[len(speed) // 2]
+    slow = [a for a, v in speed.items() if v < 0.6 * typical]
+    if not slow:
+        return ""
+    if short:
+        return f"\n{' and '.join(sorted(slow))}: from a slower session, not comparable in time (docs/results.md).\n"
+    fast = [a for a in speed if a not in slow]
+    return (
+        f"\n**Not comparable in time:** {' and '.join(sorted(slow))} sampled at "
+        + " and ".join(f"{speed[a]:,.0f}" for a in sorted(slow))
+        + f" tokens a second against {min(speed[a] for a in fast):,.0f} to {max(speed[a] for a in fast):,.0f} for the "
+        "others. Every algorithm samples a completion the same way (DAPO's refills aside), so "
+        "their runs were made in a slower session, and their "
+        "steps, samples and accuracy in this race are not comparable with the others'. The sample-budget race is "
+        "the one to read for them.\n"
+    )
 
 
 def time_budget_section() -> str:
@@ -103,14 +143,14 @@ def time_budget_section() -> str:
 
 Every run trained for {seconds:.0f} s on the quiet 2-core CPU, one run at a time, the seeds interleaved
 (seed 0 of every algorithm, then seed 1, ...), each algorithm with its preset (16 prompts x 8 completions a
-step, temperature 1, up to 32 new tokens, AdamW 1e-4); held-out greedy accuracy on {first['before']['n']:,}
-problems at the final checkpoint, from {first['before']['accuracy']:.3f} before training;
+step, temperature 1, up to 32 new tokens, AdamW 1e-4); held-out greedy accuracy on {first["before"]["n"]:,}
+problems at the final checkpoint, from {first["before"]["accuracy"]:.3f} before training;
 {len(TIME_SEEDS)} seeds, mean ± standard deviation across seeds. The same seconds buy different numbers of
 steps and of completions (`steps`, `samples`). Lengths, entropy, KL and clip fraction are means over each
 run's last 10 steps (training batch; lengths in tokens).
 
 {table}
-{_labels_note(runs)}
+{_labels_note(runs)}{_slow_sessions_note(runs)}
 Held-out accuracy against GRPO's, by Welch's t-test with Holm's correction for the {len(tests)} comparisons:
 
 {format_tests(tests, "grpo")}
@@ -132,11 +172,11 @@ def sample_budget_section() -> str:
     tests = welch_against_baseline(race, "grpo", "final")
     return f"""## A race of equal sample budgets
 
-Every algorithm stops once it has sampled {first['config']['max_samples']:,} completions (DAPO's refills and
+Every algorithm stops once it has sampled {first["config"]["max_samples"]:,} completions (DAPO's refills and
 GFPO's extra samples count, so they get fewer steps); held-out greedy accuracy and pass@k (k = {k},
-unbiased estimator, {k} samples at T = 1) on {first['after']['n']} problems at the end; {len(SEEDS)} seeds,
-mean ± standard deviation. The shipped model scores greedy {shipped['greedy_accuracy']:.3f},
-pass@1 {shipped['pass_at_k']['1']:.3f} and pass@{k} {shipped['pass_at_k'][str(k)]:.3f} on the same problems.
+unbiased estimator, {k} samples at T = 1) on {first["after"]["n"]} problems at the end; {len(SEEDS)} seeds,
+mean ± standard deviation. The shipped model scores greedy {shipped["greedy_accuracy"]:.3f},
+pass@1 {shipped["pass_at_k"]["1"]:.3f} and pass@{k} {shipped["pass_at_k"][str(k)]:.3f} on the same problems.
 
 {table}
 {_labels_note(runs)}
@@ -155,19 +195,27 @@ CPU, once theirs took 4 mini-batches: training seconds in this race rank nothing
 """
 
 
-HEAD = ("| parameters | steps | seconds (2-core CPU) | held-out greedy accuracy | sampled accuracy, T = 1 | pass@8 "
-        "| mean length, T = 1 |")
+HEAD = (
+    "| parameters | steps | seconds (2-core CPU) | held-out greedy accuracy | sampled accuracy, T = 1 | pass@8 "
+    "| mean length, T = 1 |"
+)
 
 
 def model_section() -> str:
     s = json.loads((ROOT / "assets" / "tiny-sum3" / "pretrain_summary.json").read_text())
-    cells = [f"{s['parameters']:,}", f"{s['steps']:,}", f"{s['seconds']:.0f}", f"{s['held_out_greedy_accuracy']:.3f}",
-             f"{s['held_out_sampled_accuracy_t1']:.3f}", f"{s['held_out_pass@8_t1']:.3f}",
-             f"{s['held_out_mean_length_t1']:.1f}"]
+    cells = [
+        f"{s['parameters']:,}",
+        f"{s['steps']:,}",
+        f"{s['seconds']:.0f}",
+        f"{s['held_out_greedy_accuracy']:.3f}",
+        f"{s['held_out_sampled_accuracy_t1']:.3f}",
+        f"{s['held_out_pass@8_t1']:.3f}",
+        f"{s['held_out_mean_length_t1']:.1f}",
+    ]
     return f"""## The shipped model
 
 `python -m grpo_lab pretrain` builds `assets/tiny-sum3` from scratch and stops as soon as held-out greedy
-accuracy on {s['n_eval']} problems reaches {s['target_accuracy']:.0%}, so that RL starts where groups' rewards vary.
+accuracy on {s["n_eval"]} problems reaches {s["target_accuracy"]:.0%}, so that RL starts where groups' rewards vary.
 
 {HEAD}
 |---|---|---|---|---|---|---|
@@ -200,28 +248,28 @@ def readme_block() -> str:
     first = first_of(runs)
     timed = _time_runs()
     seconds = first_of(timed)["config"]["max_seconds"]
-    time_table = format_seed_table(seed_table(timed, ("final", "gain_points", "steps", "samples")),
-                                   ("final", "gain_points", "steps", "samples"))
+    time_table = format_seed_table(
+        seed_table(timed, ("final", "gain_points", "steps", "samples")), ("final", "gain_points", "steps", "samples")
+    )
     tests = welch_against_baseline(timed, "grpo", "final")
     differ = [r["algo"] for r in tests if r["different"]]
     verdict = _verdict(differ)
     sample_differ = [r["algo"] for r in welch_against_baseline(runs, "grpo", "final") if r["different"]]
     sample_verdict = _verdict(sample_differ)
     return f"""{BEGIN}
-Every algorithm from the shipped model, stopped after {first['config']['max_samples']:,} sampled completions,
-{len(SEEDS)} seeds (mean ± std), held-out on {first['after']['n']} problems, pass@k with k = 8; by Welch's t-test with
+Every algorithm from the shipped model, stopped after {first["config"]["max_samples"]:,} sampled completions,
+{len(SEEDS)} seeds (mean ± std), held-out on {first["after"]["n"]} problems, pass@k with k = 8; by Welch's t-test with
 Holm's correction, {sample_verdict}:
 
 {table}
 {_labels_note(runs)}
 The same {seconds:.0f} s of training for every algorithm on the quiet 2-core CPU, {len(TIME_SEEDS)} seeds, held-out on
-{first_of(timed)['after']['n']:,} problems; by Welch's t-test with Holm's correction, {verdict}:
+{first_of(timed)["after"]["n"]:,} problems; by Welch's t-test with Holm's correction, {verdict}:
 
 {time_table}
-{_labels_note(timed)}
+{_labels_note(timed)}{_slow_sessions_note(timed, short=True)}
 All measurements, each with its command: [docs/results.md](docs/results.md).
 {END}"""
-
 
 
 RUNTIMES = ROOT / "assets" / "notebook_runtimes.json"
@@ -252,22 +300,24 @@ def speed_block() -> str:
     same = "identical" if r["greedy_outputs_match"] else "NOT identical"
     machine = f"{m['cpu_count']}-core CPU ({m['device_name']}; torch {v['torch']}, transformers {v['transformers']}"
     return f"""{SPEED_BEGIN}
-Measured on the quiet {machine}, TRL {v['trl']}), {tr['prompts_per_step']} prompts x G = {tr['group_size']},
-{tr['max_new_tokens']} new tokens, {cfg['pairs']} alternating pairs of runs of {cfg['warmup']} warm-up +
-{cfg['steps']} timed steps each; TRL's time over the lab's, the median over pairs with its
-{interval['level']:.0%} bootstrap interval ({interval['method']} over the pairs):
+Measured on the quiet {machine}, TRL {v["trl"]}), {tr["prompts_per_step"]} prompts x G = {tr["group_size"]},
+{tr["max_new_tokens"]} new tokens, {cfg["pairs"]} alternating pairs of runs of {cfg["warmup"]} warm-up +
+{cfg["steps"]} timed steps each; TRL's time over the lab's, the median over pairs with its
+{interval["level"]:.0%} bootstrap interval ({interval["method"]} over the pairs):
 
 | lab arm | lab step, median | TRL step, median | TRL / lab per step | TRL / lab per generated token |
 |---|---|---|---|---|
 {chr(10).join(rows)}
 
 Each speed-up switched off alone brings the ratio towards 1.0x. The lab's sampler against a plain
-`model.generate` loop, {lab_gen['completions_per_call']} completions a call, {lab_gen['calls']} calls each:
-{lab_gen['tokens_per_second']:,.0f} against {hf_gen['tokens_per_second']:,.0f} tokens/s
-({r['speedup_tokens_per_second']:.2f}x), the greedy outputs {same}.
+`model.generate` loop, {lab_gen["completions_per_call"]} completions a call, {lab_gen["calls"]} calls each:
+{lab_gen["tokens_per_second"]:,.0f} against {hf_gen["tokens_per_second"]:,.0f} tokens/s
+({r["speedup_tokens_per_second"]:.2f}x), the greedy outputs {same}.
 TRL's continuous-batching generation was not measured on the CPU (too slow there to time in pairs).
 The run is committed as `assets/bench/bench_cpu.json`.
 {SPEED_END}"""
+
+
 GUIDE = ROOT / "docs" / "instructors_guide.md"
 
 

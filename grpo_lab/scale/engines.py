@@ -338,6 +338,12 @@ def gaps(algo: str | Algorithm, engine: str) -> list[str]:
             "--task gsm8k --model NAME), or export dapo or dr_grpo, whose token-mean and length-unbiased losses "
             "also curb length"
         )
+    if a.target_kl is not None:
+        out.append(
+            f"target_kl (stop a rollout's updates once approx-KL passes it) is in neither engine: TRL {TRL_VERSION}'s "
+            f"GRPOConfig has no such field, and verl's algorithm.kl_ctrl.target_kl is the adaptive KL coefficient's "
+            "target, another thing. Export without it"
+        )
     if engine == "verl":
         if a.scale == "batch":
             out.append("scale='batch' has no verl key (norm_adv_by_std_in_grpo divides by the group's std)")

@@ -1,7 +1,8 @@
 """The committed runs that notebooks 02 and 03 read were made with the settings their prose states.
 
 Notebook 02 compares PPO's preset (2 epochs x 2 mini-batches) with 4 x 4 rollout by rollout, and 4 x 4 with
-and without an approx-KL early stop on the same five seeds; notebook 03
+and without an approx-KL early stop on the same five seeds; notebook 04 runs GRPO with its own aggregation and
+with the constant normaliser, nothing else changed, on five seeds; notebook 03
 compares a GRPO run without a KL term with one that pays for KL in the loss; notebooks 03, 06 and 08 read
 the two races, which they say ran today's presets, one with the same seconds and one with the same samples
 for every run. If a file is regenerated with other settings, these fail before the prose silently stops
@@ -40,6 +41,15 @@ def test_target_kl_pair_changes_only_target_kl_on_the_same_seed(seed):
     assert (plain["algorithm"]["epochs"], plain["algorithm"]["minibatches"]) == (4, 4)
     same_config = {k for k in plain["config"] if k != "algo_overrides" and plain["config"][k] != stopped["config"][k]}
     assert same_config == set() and plain["seed"] == stopped["seed"] == seed and plain["steps"] == 40
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_aggregation_pair_changes_only_the_aggregation_on_the_same_seed(seed):
+    grpo, const = load_history(f"grpo100_seed{seed}"), load_history(f"grpo100_tokensumnorm_seed{seed}")
+    differ = {k for k in grpo["algorithm"] if grpo["algorithm"][k] != const["algorithm"][k]}
+    assert differ == {"aggregation"} and grpo["algorithm"]["aggregation"] == "seq_mean_token_mean"
+    assert const["algorithm"]["aggregation"] == "seq_mean_token_sum_norm" and grpo["algorithm"]["scale"] == "group"
+    assert grpo["seed"] == const["seed"] == seed and grpo["steps"] == const["steps"] == 100
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.5])

@@ -482,6 +482,12 @@ def test_the_recipe_takes_the_mini_batches_asked_for_not_the_presets():
     assert lines[0] == "updates per rollout: 2 (2 mini-batches x 1 epochs)"
 
 
+@pytest.mark.parametrize("engine", ["trl", "verl"])
+def test_target_kl_is_refused_not_dropped(engine):
+    why = refusal(get_algorithm("ppo" if engine == "verl" else "grpo", minibatches=2, target_kl=0.02), engine)
+    assert why and "target_kl" in why and "neither engine" in why
+
+
 def test_export_refuses_a_folder_holding_other_files_and_replaces_its_own_recipe(tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
