@@ -163,7 +163,7 @@ def train_command(args: argparse.Namespace) -> int:
 def eval_command(args: argparse.Namespace) -> int:
     from ..io import check_output_file, save_json
     from ..lab.metrics import evaluate  # torch-heavy layers below: imported when a command runs
-    from ..lab.models import load_policy, pick_device, set_threads
+    from ..lab.models import check_answer_room, load_policy, pick_device, set_threads
     from ..lab.tasks import get_task
 
     given = settings_given(args, EVAL_FIELDS)
@@ -181,6 +181,7 @@ def eval_command(args: argparse.Namespace) -> int:
         )
     set_threads()
     model, tokenizer = load_policy(cfg.model, cfg.device)
+    check_answer_room(model, cfg.max_new_tokens)
     greedy = evaluate(model, tokenizer, task, n_prompts=args.n, greedy=True, max_new_tokens=cfg.max_new_tokens)
     sampled = evaluate(
         model,
@@ -275,7 +276,8 @@ def paired_command(args: argparse.Namespace) -> int:
 
 
 PRETRAIN_OPTIONS = ("seed", "max_steps", "target_accuracy", "eval_from", "eval_every", "n_eval", "size", "hidden",
-                    "layers", "heads", "ffn", "batch_size", "lr", "device")  # fmt: skip
+                    "layers", "heads", "ffn", "batch_size", "lr", "device", "filler", "init",
+                    "max_new_tokens")  # fmt: skip
 """The ``pretrain`` flags that pass as they are, under their own names, to ``lab.pretrain.pretrain``."""
 
 

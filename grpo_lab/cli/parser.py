@@ -244,6 +244,13 @@ def pretrain_arguments(pt: argparse.ArgumentParser) -> None:
         pt.add_argument(f"--{name}", type=_positive_int, default=None, help=f"override the size's {name}")
     pt.add_argument("--lr", type=_positive_float, default=None, help="override the size's learning rate")
     pt.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    pt.add_argument(
+        "--filler", type=_non_negative_int, default=8, help="most filler dots in a training answer (tiny-sum3-long: 64)"
+    )
+    pt.add_argument("--init", default=None, help="start from this lab model's weights (tiny-sum3-long: tiny-sum3)")
+    pt.add_argument(
+        "--max-new-tokens", type=_positive_int, default=32, help="completion length of the evaluations (long: 128)"
+    )
     pt.add_argument("--quiet", action="store_true")
 
 

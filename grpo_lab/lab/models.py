@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 TINY_MODEL_DIR = ASSETS / "tiny-sum3"
 DEFAULT_MODEL = "tiny-sum3"
+LAB_MODELS = {DEFAULT_MODEL: TINY_MODEL_DIR, "tiny-sum3-long": ASSETS / "tiny-sum3-long"}
+"""The lab's shipped policies by name: ``tiny-sum3`` (answers of up to 29 tokens) and ``tiny-sum3-long`` (up to 85)."""
 
 
 def build_char_tokenizer(chars: str) -> PreTrainedTokenizerFast:
@@ -68,6 +70,18 @@ def tiny_llama_config(
     )
 
 
+def check_answer_room(model, max_new_tokens: int) -> None:
+    """A lab model taught answers of up to ``config.lab_longest_answer`` tokens (``tiny-sum3-long``) is refused a
+    shorter ``max_new_tokens``: most of its answers would be cut off and score 0, which looks like a bad model."""
+    longest = getattr(model.config, "lab_longest_answer", None)
+    if longest is not None and max_new_tokens < longest:
+        raise ValueError(
+            f"max_new_tokens (--max-new-tokens) {max_new_tokens} is shorter than the answers this model was taught "
+            f"to write (up to {longest} tokens), so most would be cut off and score 0; give at least {longest} "
+            "(the lab's runs of tiny-sum3-long use 128)"
+        )
+
+
 def pick_device(device: str | None = None, what: str = "device") -> torch.device:
     """``device`` if given ('cpu', 'cuda', 'cuda:N' or 'mps'), else CUDA when there is one, else CPU.
 
@@ -97,14 +111,15 @@ def pick_device(device: str | None = None, what: str = "device") -> torch.device
 
 
 def resolve_model_path(name_or_path: str) -> str:
-    """``"tiny-sum3"`` means the shipped model; anything else goes to ``from_pretrained`` as is."""
-    if name_or_path == DEFAULT_MODEL:
-        if not (TINY_MODEL_DIR / "config.json").exists():
+    """A name of ``LAB_MODELS`` means that shipped model; anything else goes to ``from_pretrained`` as is."""
+    folder = LAB_MODELS.get(name_or_path)
+    if folder is not None:
+        if not (folder / "config.json").exists():
             raise ValueError(
-                f"model {name_or_path!r} is not built yet: {TINY_MODEL_DIR} has no config.json; "
-                "run `python -m grpo_lab pretrain`"
+                f"model {name_or_path!r} is not built yet: {folder} has no config.json; "
+                "run `python -m grpo_lab pretrain` (docs/cli.md gives the command for each shipped model)"
             )
-        return str(TINY_MODEL_DIR)
+        return str(folder)
     return name_or_path
 
 

@@ -6,6 +6,10 @@ middle (by default 35%): an RL lesson needs groups whose rewards vary, so a mode
 right about half the time is exactly what we want. The jump in accuracy during training is
 sudden, so we stop on measured accuracy, not on a step count.
 
+``--filler 64 --init tiny-sum3`` builds ``tiny-sum3-long``: the same task with answers of up to 85 tokens
+(up to 64 filler dots), starting from ``tiny-sum3``'s weights, which already add; its config records the
+longest answer it was taught (``lab_longest_answer``), and a run whose ``max_new_tokens`` is shorter is refused.
+
 ``--size gpu`` builds the larger policy of the gpu profile (about 34M parameters, eight layers of
 width 512) the same way, on a GPU in a few minutes, in bf16 autocast; it is saved in float32.
 """
@@ -25,8 +29,16 @@ import torch
 from tqdm.auto import tqdm
 
 from .metrics import evaluate
-from .models import TINY_MODEL_DIR, build_char_tokenizer, count_parameters, pick_device, set_threads, tiny_llama_config
-from .tasks import SUM3_CHARS, get_task, sum3_sft_examples
+from .models import (
+    TINY_MODEL_DIR,
+    build_char_tokenizer,
+    count_parameters,
+    load_policy,
+    pick_device,
+    set_threads,
+    tiny_llama_config,
+)
+from .tasks import MAX_FILLER, SUM3_CHARS, get_task, longest_sum3_answer, sum3_sft_examples
 
 GPU_MODEL_DIR = TINY_MODEL_DIR.parent / "gpu-sum3"
 """Where ``pretrain --size gpu`` writes the gpu profile's policy (built on the GPU machine, not shipped)."""
@@ -75,12 +87,17 @@ def pretrain(
     heads: int | None = None,
     ffn: int | None = None,
     device: str | None = "cpu",
+    filler: int = MAX_FILLER,
+    init: str | None = None,
+    max_new_tokens: int = 32,
 ) -> dict:
     """Train, stop at ``target_accuracy`` (held-out, greedy), save to ``out_dir``; return a summary.
 
     ``size`` picks ``SIZES[size]``; ``hidden``, ``layers``, ``heads``, ``ffn``, ``batch_size`` and
     ``lr`` override one of its values. ``device``: "cpu" (default, how the shipped model was built),
     "cuda", or None for CUDA when there is one; on CUDA the forward runs in bf16 autocast.
+    ``filler``: the most filler dots in a training answer (uniform from 0). ``init``: a lab model to start
+    from (its shape replaces ``size``'s). ``max_new_tokens``: the completion length of the evaluations.
     """
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
@@ -93,24 +110,52 @@ def pretrain(
         raise ValueError(f"hidden must be a multiple of heads, got hidden={shape['hidden']} and heads={shape['heads']}")
     if not (isinstance(shape["lr"], (int, float)) and math.isfinite(shape["lr"]) and shape["lr"] > 0):
         raise ValueError(f"lr must be a finite number > 0, got {shape['lr']!r}")
+    if isinstance(filler, bool) or not isinstance(filler, int) or filler < 0:
+        raise ValueError(f"filler must be an integer >= 0, got {filler!r}")
+    longest = longest_sum3_answer(filler)
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < longest:
+        raise ValueError(
+            f"max_new_tokens (--max-new-tokens) must be an integer >= {longest} (the longest answer with {filler} filler dots), "
+            f"got {max_new_tokens!r}"
+        )
     batch_size, lr = shape["batch_size"], shape["lr"]
     dev = pick_device(device)
     set_threads()
     torch.manual_seed(seed)
     tokenizer = build_char_tokenizer(SUM3_CHARS)
-    config = tiny_llama_config(
-        vocab_size=len(tokenizer),
-        hidden=shape["hidden"],
-        layers=shape["layers"],
-        heads=shape["heads"],
-        ffn=shape["ffn"],
-    )
-    from transformers import LlamaForCausalLM
+    # Room for the prompt (BOS and 9 characters) and the longest completion a run may sample.
+    positions = max(64, 10 + max_new_tokens)
+    if init is None:
+        from transformers import LlamaForCausalLM
 
-    model = LlamaForCausalLM(config).to(dev)
+        config = tiny_llama_config(
+            vocab_size=len(tokenizer),
+            hidden=shape["hidden"],
+            layers=shape["layers"],
+            heads=shape["heads"],
+            ffn=shape["ffn"],
+            max_positions=positions,
+        )
+        model = LlamaForCausalLM(config).to(dev)
+    else:
+        try:
+            model, init_tokenizer = load_policy(init, device=str(dev), dtype=torch.float32)
+        except ValueError as err:
+            raise ValueError(f"init (--init) {init!r}: {err}") from None
+        if init_tokenizer.get_vocab() != tokenizer.get_vocab():
+            raise ValueError(
+                f"init (--init) {init!r} is not a lab model: its tokenizer is not the lab's character tokenizer; "
+                "give tiny-sum3 or a policy trained from it"
+            )
+        model.config.max_position_embeddings = max(positions, model.config.max_position_embeddings)
+        c = model.config
+        shape.update(hidden=c.hidden_size, layers=c.num_hidden_layers, heads=c.num_attention_heads,
+                     ffn=c.intermediate_size)  # fmt: skip
+    model.config.lab_longest_answer = longest
     on_cuda = dev.type == "cuda"
     task = get_task("sum3", seed=seed, n_test=n_eval)
-    data = sum3_sft_examples(max_steps * batch_size, seed=seed)
+    data = sum3_sft_examples(max_steps * batch_size, seed=seed, max_filler=filler)
+    ev = dict(n_prompts=n_eval, max_new_tokens=max_new_tokens)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(s, max_steps) / max_steps))
@@ -130,15 +175,15 @@ def pretrain(
         opt.step()
         sched.step()
         if (step + 1) >= eval_from and (step + 1) % eval_every == 0:
-            acc = evaluate(model, tokenizer, task, n_prompts=n_eval, greedy=True)["accuracy"]
+            acc = evaluate(model, tokenizer, task, greedy=True, **ev)["accuracy"]
             history.append({"step": step + 1, "loss": loss.item(), "greedy_accuracy": acc})
             bar.set_postfix(loss=f"{history[-1]['loss']:.3f}", acc=f"{acc:.2f}")
             if acc >= target_accuracy:
                 reached = step + 1
                 break
     seconds = time.perf_counter() - t0
-    sampled = evaluate(model, tokenizer, task, n_prompts=n_eval, samples=8, temperature=1.0, seed=seed)
-    greedy = evaluate(model, tokenizer, task, n_prompts=n_eval, greedy=True)
+    sampled = evaluate(model, tokenizer, task, samples=8, temperature=1.0, seed=seed, **ev)
+    greedy = evaluate(model, tokenizer, task, greedy=True, **ev)
     summary = {
         "seed": seed,
         "steps": history[-1]["step"] if history else max_steps,
@@ -149,6 +194,10 @@ def pretrain(
         "size": size,
         "shape": shape,
         "device": str(dev),
+        "filler": filler,
+        "init": init,
+        "longest_answer": longest,
+        "max_new_tokens": max_new_tokens,
         "held_out_greedy_accuracy": greedy["accuracy"],
         "held_out_sampled_accuracy_t1": sampled["accuracy"],
         "held_out_pass@8_t1": sampled["pass@8"],

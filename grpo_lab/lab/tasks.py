@@ -7,7 +7,9 @@ completion may think before it answers, and the reward checks only the final num
     short     92,121                  (the first partial sum, then the answer)
     verbose   07+85=92,92+29=121      (every step written out)
 
-and any of them may start with a run of filler dots (``...``), "thinking" that does not help.
+and any of them may start with a run of filler dots (``...``), "thinking" that does not help: up to
+``MAX_FILLER`` dots for the shipped ``tiny-sum3`` (answers of at most 29 tokens), up to ``LONG_FILLER`` for
+``tiny-sum3-long`` (at most 85), so that there length is the learner's choice over a range of ten to one and more.
 The formats make accuracy depend on what the policy chooses to write, and the filler makes
 length vary independently of correctness, so length bias (Dr. GRPO), overlong shaping (DAPO)
 and length filtering (GFPO) have something to act on that is not the same thing as being right.
@@ -38,6 +40,10 @@ from ..io import first_line
 
 SUM3_CHARS = "0123456789+=,."
 MAX_FILLER = 8
+LONG_FILLER = 64
+"""Filler dots in ``tiny-sum3-long``'s training answers (answers of up to 85 tokens): room for length effects."""
+LONG_MAX_NEW_TOKENS = 128
+"""The completion length the long model's runs use: its longest trained answer (85 tokens) and room to grow."""
 FORMATS = ("direct", "short", "verbose")
 INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits only: "²" or "١" are not digits of an answer
 MAX_ANSWER_DIGITS = 100
@@ -51,12 +57,12 @@ def sum3_prompt(a: int, b: int, c: int) -> str:
     return f"{a:02d}+{b:02d}+{c:02d}="
 
 
-def sum3_completion(a: int, b: int, c: int, fmt: str, filler: int = 0) -> str:
-    """A correct completion (without EOS) in the given format, after ``filler`` dots."""
+def sum3_completion(a: int, b: int, c: int, fmt: str, filler: int = 0, max_filler: int = MAX_FILLER) -> str:
+    """A correct completion (without EOS) in the given format, after ``filler`` dots (at most ``max_filler``)."""
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
-    if not 0 <= filler <= MAX_FILLER:
-        raise ValueError(f"filler must be in [0, {MAX_FILLER}], got {filler}")
+    if not 0 <= filler <= max_filler:
+        raise ValueError(f"filler must be in [0, {max_filler}], got {filler}")
     ab, total = a + b, a + b + c
     body = {
         "direct": f"{total}",
@@ -100,16 +106,22 @@ def sum3_dataset(split: str = "train", n: int = 2048, seed: int = 0) -> Dataset:
 
 
 def sum3_sft_examples(
-    n: int, seed: int = 0, format_weights: Sequence[float] = (0.4, 0.3, 0.3)
+    n: int, seed: int = 0, format_weights: Sequence[float] = (0.4, 0.3, 0.3), max_filler: int = MAX_FILLER
 ) -> list[tuple[str, str]]:
-    """Supervised (prompt, completion) pairs from the train split, formats and filler mixed."""
+    """Supervised (prompt, completion) pairs from the train split, formats mixed, filler uniform in [0, max_filler]."""
     rng = random.Random(f"sum3-sft-{seed}")
     triples = sum3_triples("train", n, seed + 1)
     out = []
     for a, b, c in triples:
         fmt = rng.choices(FORMATS, weights=format_weights)[0]
-        out.append((sum3_prompt(a, b, c), sum3_completion(a, b, c, fmt, rng.randint(0, MAX_FILLER))))
+        filler = rng.randint(0, max_filler)
+        out.append((sum3_prompt(a, b, c), sum3_completion(a, b, c, fmt, filler, max_filler)))
     return out
+
+
+def longest_sum3_answer(max_filler: int) -> int:
+    """Tokens in the longest trained answer: the filler, the verbose body ("99+99=198,198+99=297"), and EOS."""
+    return max_filler + len(sum3_completion(99, 99, 99, "verbose")) + 1
 
 
 def last_number(text: str) -> int | None:

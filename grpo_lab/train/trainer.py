@@ -29,7 +29,7 @@ from ..core.rewards import soft_overlong_penalty
 from ..io import stop_on_signal
 from ..io import take_stop_request as _take_stop_request
 from ..lab.memory import peak_memory_mb
-from ..lab.models import load_policy, set_threads
+from ..lab.models import check_answer_room, load_policy, set_threads
 from ..lab.rollout import Rollout, encode_prompts, sample_group, token_logps
 from ..lab.tasks import Task, get_task, score_completions
 from .batch import Advantages, Batch, Sampled, UpdateBatch, check_batch_shape
@@ -74,6 +74,7 @@ class Trainer:
             model, tokenizer = load_policy(cfg.model, cfg.device)
         elif tokenizer is None:
             raise ValueError("tokenizer must be given together with model")
+        check_answer_room(model, cfg.max_new_tokens)
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
         needs_ref = cfg.track_kl or self.algo.beta > 0

@@ -512,6 +512,39 @@ def test_pretrain_says_when_the_target_was_not_reached_and_warns_nothing(tmp_pat
     assert json.loads((tmp_path / "m" / "pretrain_summary.json").read_text())["reached_target"] is False
 
 
+def test_pretrain_with_long_filler_records_the_longest_answer_and_runs_refuse_less_room(tmp_path, capsys):
+    out = tmp_path / "long"
+    args = ["--out", str(out), "--target-accuracy", "1", "--filler", "64", "--max-new-tokens", "96"]
+    assert call(TINY_PRETRAIN + args) == 0
+    summary = json.loads((out / "pretrain_summary.json").read_text())
+    assert (summary["filler"], summary["longest_answer"], summary["max_new_tokens"]) == (64, 85, 96)
+    assert json.loads((out / "config.json").read_text())["lab_longest_answer"] == 85
+    capsys.readouterr()
+    base = ["train", "--model", str(out), "--steps", "1", "--prompts", "2", "--group-size", "2", "--n-eval", "2"]
+    assert call(base + ["--max-new-tokens", "32"]) == 2
+    one_error_line(capsys, "--max-new-tokens) 32", "at least 85")
+    assert call(["eval", "--model", str(out), "--n", "2", "--samples", "1", "--max-new-tokens", "84"]) == 2
+    one_error_line(capsys, "--max-new-tokens) 84", "at least 85")
+    assert call(base + ["--max-new-tokens", "85"]) == 0
+
+
+def test_pretrain_refuses_too_few_new_tokens_for_its_filler_and_an_init_that_is_not_a_lab_model(tmp_path, capsys):
+    assert call(TINY_PRETRAIN + ["--out", str(tmp_path / "a"), "--filler", "64", "--max-new-tokens", "84"]) == 2
+    one_error_line(capsys, "--max-new-tokens", ">= 85", "got 84")
+    from transformers import LlamaForCausalLM
+
+    from grpo_lab.lab.models import build_char_tokenizer, tiny_llama_config
+
+    folder = tmp_path / "other"  # a Llama with a character tokenizer that is not the lab's
+    build_char_tokenizer("abcdefghij0123456789").save_pretrained(folder)
+    assert call(TINY_PRETRAIN + ["--out", str(tmp_path / "b"), "--init", str(folder)]) == 2
+    one_error_line(capsys, "--init", "config.json")
+    LlamaForCausalLM(tiny_llama_config(23, hidden=16, layers=1, heads=1, ffn=16)).save_pretrained(folder)
+    assert call(TINY_PRETRAIN + ["--out", str(tmp_path / "b"), "--init", str(folder)]) == 2
+    one_error_line(capsys, "--init", "not a lab model")
+    assert not (tmp_path / "b" / "config.json").exists()
+
+
 def test_pretrain_that_cannot_write_leaves_the_old_model_and_says_one_line(tmp_path, capsys, monkeypatch):
     from transformers import LlamaForCausalLM
 

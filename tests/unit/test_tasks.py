@@ -18,6 +18,8 @@ from grpo_lab.lab.tasks import (
     SUM3_CHARS,
     get_task,
     gsm8k_reward,
+    longest_sum3_answer,
+    sum3_sft_examples,
     last_number,
     sum3_completion,
     sum3_dataset,
@@ -79,6 +81,26 @@ def test_sum3_completion_rejects_unknown_format_and_filler_out_of_range():
         sum3_completion(1, 2, 3, "direct", MAX_FILLER + 1)
     with pytest.raises(ValueError, match="filler"):
         sum3_completion(1, 2, 3, "direct", -1)
+
+
+def test_long_filler_completions_are_allowed_up_to_their_own_limit():
+    assert sum3_completion(7, 85, 29, "direct", 64, max_filler=64) == "." * 64 + "121"
+    with pytest.raises(ValueError, match=r"filler must be in \[0, 64\], got 65"):
+        sum3_completion(7, 85, 29, "direct", 65, max_filler=64)
+
+
+def test_longest_answer_counts_filler_the_longest_verbose_body_and_eos():
+    # By hand: "99+99=198,198+99=297" is 20 characters, one token each, and EOS is one more.
+    assert longest_sum3_answer(0) == 21
+    assert longest_sum3_answer(8) == 29
+    assert longest_sum3_answer(64) == 85
+
+
+def test_long_sft_examples_spread_filler_over_the_whole_range():
+    fillers = [len(c) - len(c.lstrip(".")) for _, c in sum3_sft_examples(2000, seed=0, max_filler=64)]
+    assert min(fillers) == 0 and max(fillers) == 64
+    assert 28 < sum(fillers) / len(fillers) < 36  # uniform on 0..64 has mean 32
+    assert sum3_sft_examples(50, seed=3) == sum3_sft_examples(50, seed=3, max_filler=MAX_FILLER)
 
 
 # --------------------------------------------------------------------------------------------
