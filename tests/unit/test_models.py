@@ -89,6 +89,22 @@ def test_resolve_model_path_maps_the_default_name_to_the_assets_and_passes_other
     assert resolve_model_path("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
 
 
+def test_the_long_answer_model_is_shipped_with_the_lab_tokenizer_and_writes_long_answers():
+    from grpo_lab.lab.models import is_lab_tokenizer, load_policy
+    from grpo_lab.lab.rollout import sample_group
+    from grpo_lab.lab.tasks import sum3_prompt
+
+    assert Path(resolve_model_path("tiny-sum3-long")).resolve() == ASSET_DIR.parent / "tiny-sum3-long"
+    model, tok = load_policy("tiny-sum3-long")
+    assert is_lab_tokenizer(tok)
+    assert model.config.lab_longest_answer == 85  # 64 dots, "99+99=198,198+99=297" (20), EOS
+    ids = tok([sum3_prompt(7, 85, 29)] * 4, return_tensors="pt", padding=True)
+    gen = torch.Generator().manual_seed(0)
+    ro = sample_group(model, tok, ids["input_ids"], ids["attention_mask"], 8, 128, 1.0, gen)
+    lengths = ro.lengths.float()
+    assert lengths.max() > 40 and lengths.min() < 20, lengths  # the shipped model's answers stop at 29 tokens
+
+
 def test_tiny_tokenizer_left_pads_a_batch_of_prompts_of_different_lengths(tiny_policy):
     _, tok = tiny_policy
     ids, mask = encode_prompts(tok, ["1+2=", "07+85+29="])
