@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -285,6 +286,25 @@ def test_an_absurd_learning_rate_is_warned_about_before_the_run(capsys, monkeypa
         capsys.readouterr()
     assert call(TINY_TRAIN + ["--lr", "1e-3"]) == 2
     assert started[-1] == ""  # an ordinary learning rate: no warning
+
+
+def test_a_run_whose_updates_are_all_skipped_says_why_in_its_summary_line_only(capsys, monkeypatch):
+    import grpo_lab.train.trainer as trainer_mod
+
+    real = trainer_mod.policy_loss
+
+    def nan_loss(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        return loss * float("nan"), stats
+
+    monkeypatch.setattr(trainer_mod, "policy_loss", nan_loss)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert call(TINY_TRAIN) == 0
+    out, err = capsys.readouterr()
+    assert "stopped: every update of step 1 was skipped" in out
+    assert "was skipped" not in err  # said once, in the summary line
+    assert [w for w in said if issubclass(w.category, trainer_mod.StoppedEarly)] == []
 
 
 def test_ctrl_c_during_training_saves_writes_the_summary_and_exits_130(tmp_path, capsys, monkeypatch):
