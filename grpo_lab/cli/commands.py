@@ -334,7 +334,8 @@ def export_command(args: argparse.Namespace) -> int:
     from ..scale.export import effective_algorithm, export_recipe  # the recipe templates: when a command runs
 
     algo = get_algorithm(args.algo, **dict(args.overrides))
-    files = export_recipe(algo, args.engine, args.model, args.task, args.out, getattr(args, "data_dir", None))
+    with _stop_at_once_on_signals():  # the recipe is written aside and swapped in: a stop leaves --out as it was
+        files = export_recipe(algo, args.engine, args.model, args.task, args.out, getattr(args, "data_dir", None))
     print(f"{args.algo} for {args.engine}: wrote {len(files)} files in {args.out} (read README.md there first)")
     for f in files:
         print(f"  {f}")
