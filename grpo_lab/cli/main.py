@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         say(args, "error", err)
         return 2
     except ChildRunFailed as err:  # a run of `compare` failed: its own line, and its exit status where it says why
-        say(args, "error", err)
+        say(args, "interrupted" if err.returncode == 130 else "error", err)
         return err.returncode if err.returncode in (2, 130) else 1
     except Stopped as stop:  # SIGTERM or SIGHUP where the command stops at once (pretrain)
         say(args, "interrupted", f"stopped by {signal.Signals(stop.signum).name}; {command.on_interrupt}")

@@ -372,6 +372,25 @@ def test_compare_prints_a_failed_runs_line_and_exits_with_its_status(tmp_path, c
     one_error_line(capsys, "failed (exit status 2)", "does not exist")
 
 
+def test_a_stopped_compare_says_interrupted_and_what_it_kept_in_one_line(tmp_path, capsys, monkeypatch):
+    from grpo_lab.study import compare as experiments
+    from grpo_lab.study.histories import HISTORIES
+
+    def second_run_stopped(cmd):
+        Path(cmd[cmd.index("--json") + 1]).write_text((HISTORIES / "timed_grpo_seed0.json").read_text())
+        if "dapo" in cmd:
+            raise experiments.ChildRunFailed("the run `train --algo dapo ...` was stopped: interrupted", 130)
+
+    monkeypatch.setattr(experiments, "_run", second_run_stopped)
+    out = tmp_path / "out"
+    assert call(["compare", "--algos", "grpo", "dapo", "--seeds", "0", "--out", str(out)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "python -m grpo_lab compare: interrupted: stopped during the run of dapo with seed 0; the 1 finished run "
+        f"with its table and the stopped run's steps are in {out}"
+    ]
+
+
 def test_ctrl_c_while_the_command_is_still_starting_is_one_line_and_exit_130():
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(
