@@ -7,6 +7,7 @@ import argparse
 import json
 import signal
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -104,6 +105,7 @@ def _check_data_dir_flag(given: dict) -> None:
 def train_command(args: argparse.Namespace) -> int:
     from ..lab.models import pick_device  # torch-heavy layers below: imported when a command runs
     from ..train import run as run_mod  # (a module, so that tests may stand in for its functions)
+    from ..train.trainer import StoppedEarly
 
     given = settings_given(args, TRAIN_FIELDS)
     if not args.resume:
@@ -125,19 +127,21 @@ def train_command(args: argparse.Namespace) -> int:
         )
     pick_device(given.get("device"), "--device")  # a device this torch cannot use: say so before loading anything
     outputs = dict(progress=not args.quiet, save_every=args.save_every, json_path=args.json)
-    if args.resume:
-        summary = run_mod.continue_run(
-            args.resume, given.get("steps"), save_dir=args.save, device=given.get("device"), n_eval=args.n_eval,
-            eval_every=args.eval_every, **outputs,
-        )  # fmt: skip
-    else:
-        cfg = TrainConfig(**given, algo_overrides=dict(args.overrides))  # every setting checked before any work
-        _refuse_unused_fields(cfg.algo, cfg.algo_overrides)
-        _warn_lr(args, cfg.lr)
-        cfg = replace(cfg, task=_pick_task(cfg.model, given.get("task")))
-        summary = run_mod.train_and_evaluate(
-            cfg, n_eval=args.n_eval, eval_every=args.eval_every, save_dir=args.save, **outputs
-        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StoppedEarly)  # the summary line below says why the run stopped
+        if args.resume:
+            summary = run_mod.continue_run(
+                args.resume, given.get("steps"), save_dir=args.save, device=given.get("device"), n_eval=args.n_eval,
+                eval_every=args.eval_every, **outputs,
+            )  # fmt: skip
+        else:
+            cfg = TrainConfig(**given, algo_overrides=dict(args.overrides))  # every setting checked before any work
+            _refuse_unused_fields(cfg.algo, cfg.algo_overrides)
+            _warn_lr(args, cfg.lr)
+            cfg = replace(cfg, task=_pick_task(cfg.model, given.get("task")))
+            summary = run_mod.train_and_evaluate(
+                cfg, n_eval=args.n_eval, eval_every=args.eval_every, save_dir=args.save, **outputs
+            )
     if summary["stop_reason"] != "interrupted":
         b, a = summary["before"], summary["after"]
         print(
@@ -332,7 +336,8 @@ def export_command(args: argparse.Namespace) -> int:
     from ..scale.export import effective_algorithm, export_recipe  # the recipe templates: when a command runs
 
     algo = get_algorithm(args.algo, **dict(args.overrides))
-    files = export_recipe(algo, args.engine, args.model, args.task, args.out, getattr(args, "data_dir", None))
+    with _stop_at_once_on_signals():  # the recipe is written aside and swapped in: a stop leaves --out as it was
+        files = export_recipe(algo, args.engine, args.model, args.task, args.out, getattr(args, "data_dir", None))
     print(f"{args.algo} for {args.engine}: wrote {len(files)} files in {args.out} (read README.md there first)")
     for f in files:
         print(f"  {f}")

@@ -11,7 +11,7 @@ The run's settings are ``TrainConfig``'s fields: their flags are generated from 
 choices, help), so each setting is declared once. Bad arguments print one line and exit with status 2;
 nothing prints a traceback at a learner. Every check (arguments, output paths, model and task) comes
 before any work. Ctrl-C (or SIGTERM) stops ``train`` after the current step, saves what was asked for,
-and exits with status 130; ``pretrain`` stops at once and writes nothing.
+and exits with status 130; ``pretrain`` and ``export`` stop at once and write nothing.
 
 Here: the subcommands (``COMMANDS``), ``main`` and its error contract (which exception gives which line
 and exit status). The flags are in ``parser.py``, what each command does in ``commands.py``.
@@ -106,6 +106,7 @@ COMMANDS: dict[str, Command] = {
         "write a preset as a launchable TRL or verl recipe (script, configs, launch commands)",
         export_arguments,
         export_command,
+        on_interrupt="nothing was written (the --out folder is as it was)",
     ),
     "doctor": Command(
         "is this machine ready? Python, torch, the model, one training step, widgets, plots, memory",
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         say(args, "error", err)
         return 2
     except ChildRunFailed as err:  # a run of `compare` failed: its own line, and its exit status where it says why
-        say(args, "error", err)
+        say(args, "interrupted" if err.returncode == 130 else "error", err)
         return err.returncode if err.returncode in (2, 130) else 1
     except Stopped as stop:  # SIGTERM or SIGHUP where the command stops at once (pretrain)
         say(args, "interrupted", f"stopped by {signal.Signals(stop.signum).name}; {command.on_interrupt}")

@@ -67,7 +67,7 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of ``softmax(logits)`` over the last dimension: ``[..., V] -> [...]`` (nats).
 
     Computed as ``logsumexp(z) - sum(p * z)``, which stays finite for large logits; a logit of
-    ``-inf`` (a token masked out of the vocabulary) has ``p = 0`` and adds nothing.
+    ``-inf`` (a token masked out of the vocabulary) has ``p = 0`` and adds nothing, to the value or its gradient.
     """
     logits = check_tensor("logits", logits)
     if not logits.is_floating_point() or logits.dim() < 1 or logits.shape[-1] < 1:
@@ -76,7 +76,9 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
             f"got {tuple(logits.shape)} {logits.dtype}"
         )
     p = torch.softmax(logits, dim=-1)
-    return torch.logsumexp(logits, dim=-1) - torch.where(p > 0, p * logits, 0).sum(dim=-1)
+    # 0 where p = 0 before the product, not after it: the product's gradient there would be 0 * -inf = NaN
+    finite = torch.where(p > 0, logits, 0)
+    return torch.logsumexp(logits, dim=-1) - (p * finite).sum(dim=-1)
 
 
 def sequence_log_ratio(log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..algorithms import Algorithm, get_algorithm
 from ..core.checks import check_choice
+from ..io import replace_folder
 from ..lab.tasks import check_data_dir, gsm8k_split
 from .at_scale import NUM_GPUS, VALUE, scale_table
 from .engines import ENGINES, VERL_VERSION, as_algorithm, refusal
@@ -297,13 +298,7 @@ def export_recipe(
             path.write_text(text)
             path.chmod(0o755 if rel.endswith(".sh") else 0o644)
         tmp.chmod(0o755)
-        old = None
-        if out.exists():  # empty, or our own earlier recipe (checked above): move it aside, then drop it
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            out.rename(old / "recipe")
-        tmp.rename(out)
-        if old is not None:
-            shutil.rmtree(old)
+        replace_folder(tmp, out)  # empty, or our own earlier recipe (checked above): swapped in one step
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -206,10 +206,12 @@ def compare(
         # Stopped: keep what was measured, as `train` keeps its history (the stopped run's own JSON too).
         _finish(results, done, pass_k, work, out, stopped=True)
         n = sum(len(v) for v in results.values())
-        kept = [f"the {n} finished runs and their table"] if n else ["the table (no run had finished)"]
+        runs = f"the {n} finished run with its table" if n == 1 else f"the {n} finished runs with their table"
+        kept = [runs if n else "the table (no run had finished)"]
         kept += ["the stopped run's steps"] if (out / name).exists() else []
+        are = "are" if n or len(kept) > 1 else "is"
         raise ChildRunFailed(
-            f"stopped during the run of {algo} with seed {seed}; {', '.join(kept)} are in {out}", 130
+            f"stopped during the run of {algo} with seed {seed}; {' and '.join(kept)} {are} in {out}", 130
         ) from None
     return _finish(results, done, pass_k, work, out, stopped=False)
 

@@ -153,8 +153,12 @@ def _write(path: Path, what: str, fn) -> None:
     try:
         fn()
     except Exception as err:  # OSError, SafetensorError, torch.save's RuntimeError on a full disk or size limit
+        # torch.save's error ("unexpected pos ...") does not say why; an OSError's and a full disk's do
+        unclear = not isinstance(err, OSError) and "No space left" not in str(err)
+        why = "; most often the disk is full or a file size limit (ulimit -f) was reached" if unclear else ""
         raise SaveFailed(
-            f"checkpoint {path}: writing {what} failed ({first_line(err)}); the previous checkpoint, if any, is whole"
+            f"checkpoint {path}: writing {what} failed ({first_line(err)}){why}; the previous checkpoint, if any, "
+            "is whole"
         ) from None
 
 

@@ -40,9 +40,14 @@ from .estimators import ADVANTAGE_ESTIMATORS, EstimatorInput
 from .step_metrics import reduce_updates, sample_metrics, sampling_stats
 
 __all__ = [  # the names other modules and notebooks import from here, some defined elsewhere
-    "ADVANTAGE_ESTIMATORS", "Advantages", "Batch", "MAX_SEED", "Sampled", "TrainConfig", "Trainer", "UpdateBatch",
-    "ValueModel", "peak_memory_mb",
+    "ADVANTAGE_ESTIMATORS", "Advantages", "Batch", "MAX_SEED", "Sampled", "StoppedEarly", "TrainConfig", "Trainer",
+    "UpdateBatch", "ValueModel", "peak_memory_mb",
 ]  # fmt: skip
+
+
+class StoppedEarly(UserWarning):
+    """A run stopped before its steps for a reason nobody asked for (every update skipped). The command
+    line says it in its summary line instead."""
 
 
 class Trainer:
@@ -437,10 +442,13 @@ class Trainer:
         if _take_stop_request():
             return "interrupted"
         if m.get("updates") == 0 and m.get("skipped_updates", 0) > 0:
-            return (
+            reason = (
                 f"every update of step {self.step} was skipped (NaN or infinite loss or gradient), so the "
                 f"policy no longer learns; most often the learning rate (lr={cfg.lr:g}) is far too large"
             )
+            # Nobody asked for this stop: said where a notebook shows it, not only in ``stop_reason``.
+            warnings.warn(f"{self.algo.name} stopped after step {self.step}: {reason}", StoppedEarly, stacklevel=3)
+            return reason
         if cfg.max_seconds is not None and m["wall_seconds"] >= cfg.max_seconds:
             return f"time budget of {cfg.max_seconds:g} s reached at step {self.step}"
         if cfg.max_samples is not None and self.samples_generated >= cfg.max_samples:

@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -287,6 +288,25 @@ def test_an_absurd_learning_rate_is_warned_about_before_the_run(capsys, monkeypa
     assert started[-1] == ""  # an ordinary learning rate: no warning
 
 
+def test_a_run_whose_updates_are_all_skipped_says_why_in_its_summary_line_only(capsys, monkeypatch):
+    import grpo_lab.train.trainer as trainer_mod
+
+    real = trainer_mod.policy_loss
+
+    def nan_loss(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        return loss * float("nan"), stats
+
+    monkeypatch.setattr(trainer_mod, "policy_loss", nan_loss)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert call(TINY_TRAIN) == 0
+    out, err = capsys.readouterr()
+    assert "stopped: every update of step 1 was skipped" in out
+    assert "was skipped" not in err  # said once, in the summary line
+    assert [w for w in said if issubclass(w.category, trainer_mod.StoppedEarly)] == []
+
+
 def test_ctrl_c_during_training_saves_writes_the_summary_and_exits_130(tmp_path, capsys, monkeypatch):
     import grpo_lab.train.trainer as trainer_mod
 
@@ -350,6 +370,25 @@ def test_compare_prints_a_failed_runs_line_and_exits_with_its_status(tmp_path, c
     monkeypatch.setattr(experiments, "_run", failing)
     assert call(["compare", "--algos", "grpo", "--seeds", "0", "--out", str(tmp_path / "out")]) == 2
     one_error_line(capsys, "failed (exit status 2)", "does not exist")
+
+
+def test_a_stopped_compare_says_interrupted_and_what_it_kept_in_one_line(tmp_path, capsys, monkeypatch):
+    from grpo_lab.study import compare as experiments
+    from grpo_lab.study.histories import HISTORIES
+
+    def second_run_stopped(cmd):
+        Path(cmd[cmd.index("--json") + 1]).write_text((HISTORIES / "timed_grpo_seed0.json").read_text())
+        if "dapo" in cmd:
+            raise experiments.ChildRunFailed("the run `train --algo dapo ...` was stopped: interrupted", 130)
+
+    monkeypatch.setattr(experiments, "_run", second_run_stopped)
+    out = tmp_path / "out"
+    assert call(["compare", "--algos", "grpo", "dapo", "--seeds", "0", "--out", str(out)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "python -m grpo_lab compare: interrupted: stopped during the run of dapo with seed 0; the 1 finished run "
+        f"with its table and the stopped run's steps are in {out}"
+    ]
 
 
 def test_ctrl_c_while_the_command_is_still_starting_is_one_line_and_exit_130():

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -530,6 +531,43 @@ def test_an_export_interrupted_while_writing_leaves_no_half_written_recipe(tmp_p
     with pytest.raises(KeyboardInterrupt):
         export_recipe("grpo", "trl", "m", "gsm8k", tmp_path / "recipe")
     assert list(tmp_path.iterdir()) == []
+
+
+class _NotHandled(Exception):
+    """The test's own SIGTERM/SIGHUP handler fired: the command did not handle the signal itself."""
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
+def test_an_export_stopped_by_a_signal_is_one_line_and_keeps_the_earlier_recipe(tmp_path, capsys, monkeypatch,
+                                                                                signum, code):  # fmt: skip
+    out = tmp_path / "recipe"
+    export_recipe("gspo", "verl", "m", "gsm8k", out)  # an earlier recipe, which the new one would replace
+    before = {p.name: p.read_text() for p in out.iterdir()}
+    calls, real = [], Path.write_text
+
+    def signalled(self, *args, **kwargs):
+        calls.append(self.name)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signum)  # as `kill`, a closed terminal or Ctrl-C would, mid-write
+        return real(self, *args, **kwargs)
+
+    def not_handled(sig, frame):
+        raise _NotHandled(sig)
+
+    monkeypatch.setattr(Path, "write_text", signalled)
+    kept = {s: signal.signal(s, not_handled) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        assert main(["export", "--engine", "trl", "--out", str(out)]) == code
+    finally:
+        for s, h in kept.items():
+            signal.signal(s, h)
+    err = capsys.readouterr().err.strip().splitlines()
+    name = "at once" if signum == signal.SIGINT else f"by {signal.Signals(signum).name}"
+    assert err == [
+        f"python -m grpo_lab export: interrupted: stopped {name}; nothing was written (the --out folder is as it was)"
+    ]
+    assert {p.name: p.read_text() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["recipe"]  # no temporary folder left beside it
 
 
 def test_a_readme_names_the_set_flags_and_what_the_engine_lacks(tmp_path):

@@ -310,7 +310,7 @@ def test_a_stopped_compare_keeps_its_finished_runs_and_their_table(tmp_path, mon
 
     monkeypatch.setattr(study_compare, "_run", second_run_stopped)
     out = tmp_path / "cmp"
-    kept = r"stopped during the run of dapo with seed 0; the 1 finished runs and their table, the stopped run.s steps"
+    kept = r"stopped during the run of dapo with seed 0; the 1 finished run with its table and the stopped run.s steps"
     with pytest.raises(study_compare.ChildRunFailed, match=kept):
         compare(["grpo", "dapo"], [0], steps=1, out_dir=out, progress=None)
     summary = json.loads((out / "summary.json").read_text())

@@ -34,6 +34,16 @@ def test_entropy_of_a_masked_vocabulary_is_the_entropy_of_the_rest():
     assert got.item() == pytest.approx(want, rel=1e-6)
 
 
+def test_entropy_of_a_masked_vocabulary_has_a_finite_gradient():
+    # dH/dz_i = -p_i (z_i - E_p[z]) over the unmasked logits {0, 1}; a masked logit gets 0.
+    p = [1 / (1 + math.e), math.e / (1 + math.e)]
+    mean = p[1]
+    want = [-p[0] * (0 - mean), 0.0, -p[1] * (1 - mean)]
+    logits = torch.tensor([[0.0, -INF, 1.0]], dtype=torch.float64, requires_grad=True)
+    entropy_from_logits(logits).sum().backward()
+    assert logits.grad[0].tolist() == pytest.approx(want, rel=1e-6)
+
+
 @pytest.mark.parametrize("pad", [-INF, NAN])
 @pytest.mark.parametrize("ratio_level", ["token", "sequence", "sequence_token"])
 def test_policy_loss_ignores_what_padding_holds(pad, ratio_level):

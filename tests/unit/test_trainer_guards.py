@@ -1,7 +1,7 @@
 """What the trainer refuses up front, and what it says when a run cannot go on:
 ``train(steps)`` takes a count; PPO trains with one completion per prompt; more mini-batches than
 a batch has rows is refused, or recorded when only the step can know; a run whose every update is
-skipped stops with a reason.
+skipped stops with a reason, and says it (a warning) where a notebook shows it.
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ def test_a_step_whose_every_update_is_skipped_stops_the_run(make_trainer, monkey
 
     monkeypatch.setattr(trainer_mod, "policy_loss", nan_loss)
     trainer = make_trainer()
-    history = trainer.train(3, progress=False)
+    with pytest.warns(trainer_mod.StoppedEarly, match=r"^grpo stopped after step 1: every update of step 1"):
+        history = trainer.train(3, progress=False)  # said where a notebook shows it, not only in stop_reason
     assert len(history) == 1 and history[0]["updates"] == 0 and history[0]["skipped_updates"] == 1
     assert trainer.stop_reason.startswith("every update of step 1 was skipped")
     assert "lr=" in trainer.stop_reason
