@@ -89,12 +89,13 @@ def check_output_file(path: str | Path, what: str = "--json") -> None:
         raise ValueError(f"{what} {path} exists and cannot be written (permission denied)")
 
 
-def check_output_folder(path: str | Path, what: str = "--out") -> None:
-    """Create the output folder ``path`` and test-write a file in it, before any work."""
+def check_output_folder(path: str | Path, what: str = "--out", keep: bool = True) -> None:
+    """Create the output folder ``path`` and test-write a file in it, before any work (without ``keep``, a folder
+    it had to create is removed again, so a run stopped before it writes leaves none behind)."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{what} {path} is a file; give a folder")
-    check_writable_folder(path, what, path)
+    check_writable_folder(path, what, path, keep=keep)
 
 
 def check_writable_folder(folder: Path, what: str, target: Path, keep: bool = True) -> None:

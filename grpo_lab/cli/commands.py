@@ -291,7 +291,7 @@ def pretrain_command(args: argparse.Namespace) -> int:
     from ..lab.pretrain import GPU_MODEL_DIR, pretrain
 
     out = args.out or (GPU_MODEL_DIR if args.size == "gpu" else TINY_MODEL_DIR)
-    check_output_folder(out, "--out")
+    check_output_folder(out, "--out", keep=False)  # pretrain makes it when it saves
     with _stop_at_once_on_signals():
         s = pretrain(out_dir=out, progress=not args.quiet, **_values(args, PRETRAIN_OPTIONS))
     reached = (

@@ -621,7 +621,7 @@ def test_pretrain_stopped_by_a_signal_is_one_line_and_writes_nothing(tmp_path, c
         f"python -m grpo_lab pretrain: interrupted: stopped by {signal.Signals(signum).name}; "
         "nothing was written (the --out folder is as it was)"
     ]
-    assert list((tmp_path / "m").iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+    assert list(tmp_path.iterdir()) == []  # not even the --out folder it would have made
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == handlers
 
 
