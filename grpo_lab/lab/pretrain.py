@@ -115,8 +115,8 @@ def pretrain(
     longest = longest_sum3_answer(filler)
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < longest:
         raise ValueError(
-            f"max_new_tokens (--max-new-tokens) must be an integer >= {longest} (the longest answer with {filler} filler dots), "
-            f"got {max_new_tokens!r}"
+            f"max_new_tokens (--max-new-tokens) must be an integer >= {longest} (the longest answer with {filler} "
+            f"filler dots), got {max_new_tokens!r}"
         )
     batch_size, lr = shape["batch_size"], shape["lr"]
     dev = pick_device(device)

@@ -18,14 +18,14 @@ from grpo_lab.lab.tasks import (
     SUM3_CHARS,
     get_task,
     gsm8k_reward,
-    longest_sum3_answer,
-    sum3_sft_examples,
     last_number,
+    longest_sum3_answer,
     sum3_completion,
     sum3_dataset,
     sum3_format,
     sum3_prompt,
     sum3_reward,
+    sum3_sft_examples,
     synthetic_word_problems,
 )
 
