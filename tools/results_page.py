@@ -221,11 +221,13 @@ def model_section() -> str:
     long, long_row = _model_row("tiny-sum3-long")
     return f"""## The shipped models
 
-`python -m grpo_lab pretrain` builds `assets/tiny-sum3` from scratch and stops as soon as held-out greedy
-accuracy on {s["n_eval"]} problems reaches {s["target_accuracy"]:.0%}, so that RL starts where groups' rewards vary.
-`assets/tiny-sum3-long` starts from its weights and learns answers with 0 to {long["filler"]} filler dots (up to
-{long["longest_answer"]} tokens), for the lessons on length; it stops the same way, with its evaluations at
-{long["max_new_tokens"]} new tokens. Its build shared the CPU with other work, so its seconds are not a timing.
+`python -m grpo_lab pretrain` builds `assets/tiny-sum3` from scratch and stops at the first evaluation where
+held-out greedy accuracy on {s["n_eval"]} problems is {s["target_accuracy"]:.0%} or more (it evaluates every few dozen
+steps, so it ends above the target), so that RL starts where groups' rewards vary. `assets/tiny-sum3-long` starts
+from its weights and learns answers with 0 to {long["filler"]} filler dots (up to {long["longest_answer"]} tokens),
+for the lessons on length; it stops the same way, with its evaluations at {long["max_new_tokens"]} new tokens. Its
+build shared the CPU with other work, so its seconds are not a timing. Accuracies in the table are on the
+{s["n_eval"]} problems of the stopping test; the runs below evaluate on 500 or 1,000.
 
 | model {HEAD}
 |---|---|---|---|---|---|---|---|

@@ -2,8 +2,8 @@
 
 ``python -m grpo_lab pretrain`` trains a ~1M-parameter Llama on correct completions in three
 formats with filler, and stops as soon as its held-out greedy accuracy reaches a target in the
-middle (by default 35%): an RL lesson needs groups whose rewards vary, so a model that is
-right about half the time is exactly what we want. The jump in accuracy during training is
+middle (by default 35%): an RL lesson needs groups whose rewards vary, so a model right about a
+third of the time (greedy) is what we want. The jump in accuracy during training is
 sudden, so we stop on measured accuracy, not on a step count.
 
 ``--filler 64 --init tiny-sum3`` builds ``tiny-sum3-long``: the same task with answers of up to 85 tokens

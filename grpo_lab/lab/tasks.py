@@ -14,8 +14,8 @@ The formats make accuracy depend on what the policy chooses to write, and the fi
 length vary independently of correctness, so length bias (Dr. GRPO), overlong shaping (DAPO)
 and length filtering (GFPO) have something to act on that is not the same thing as being right.
 
-The second task, ``gsm8k``, is for real models on a GPU: grade-school word problems whose answer
-follows ``####``. Offline, ``synthetic_word_problems`` makes problems of the same shape.
+Two more tasks are for real models on a GPU: ``gsm8k``, grade-school word problems whose answer follows
+``####``, and ``words``, problems of the same shape made offline by ``synthetic_word_problems``.
 """
 
 from __future__ import annotations

@@ -31,8 +31,10 @@ class TrainConfig:
     """The run's settings (the algorithm's own settings live in ``Algorithm``)."""
 
     algo: AlgoName = _flag("grpo", "the algorithm (a preset of Algorithm fields)")
-    model: str = _flag("tiny-sum3", "'tiny-sum3' (shipped), a folder (a saved policy too), or a Hugging Face name")
-    """'tiny-sum3' (shipped in assets/), a local folder, or a Hugging Face model name."""
+    model: str = _flag(
+        "tiny-sum3", "'tiny-sum3' or 'tiny-sum3-long' (shipped), a folder (a saved policy too), or a Hugging Face name"
+    )
+    """'tiny-sum3' or 'tiny-sum3-long' (shipped in assets/), a local folder, or a Hugging Face model name."""
     task: TaskName = _flag(
         "sum3", "default: sum3 for the lab's own model (and policies trained from it), words otherwise"
     )
