@@ -8,7 +8,8 @@ sudden, so we stop on measured accuracy, not on a step count.
 
 ``--filler 64 --init tiny-sum3`` builds ``tiny-sum3-long``: the same task with answers of up to 85 tokens
 (up to 64 filler dots), starting from ``tiny-sum3``'s weights, which already add; its config records the
-longest answer it was taught (``lab_longest_answer``), and a run whose ``max_new_tokens`` is shorter is refused.
+longest answer it was taught (``lab_longest_answer``, set only for filler beyond ``MAX_FILLER``), and a run whose
+``max_new_tokens`` is shorter is refused.
 
 ``--size gpu`` builds the larger policy of the gpu profile (about 34M parameters, eight layers of
 width 512) the same way, on a GPU in a few minutes, in bf16 autocast; it is saved in float32.
@@ -151,7 +152,8 @@ def pretrain(
         c = model.config
         shape.update(hidden=c.hidden_size, layers=c.num_hidden_layers, heads=c.num_attention_heads,
                      ffn=c.intermediate_size)  # fmt: skip
-    model.config.lab_longest_answer = longest
+    # Marks a model whose answers outrun the lab's usual 32 new tokens, so that runs with too few are refused.
+    model.config.lab_longest_answer = longest if filler > MAX_FILLER else None
     on_cuda = dev.type == "cuda"
     task = get_task("sum3", seed=seed, n_test=n_eval)
     data = sum3_sft_examples(max_steps * batch_size, seed=seed, max_filler=filler)

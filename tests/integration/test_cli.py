@@ -567,6 +567,14 @@ def test_pretrain_with_long_filler_records_the_longest_answer_and_runs_refuse_le
     assert call(base + ["--max-new-tokens", "85"]) == 0
 
 
+def test_a_model_built_with_the_usual_filler_takes_any_max_new_tokens(tmp_path, capsys):
+    out = tmp_path / "short"
+    assert call(TINY_PRETRAIN + ["--out", str(out), "--target-accuracy", "1"]) == 0
+    assert json.loads((out / "config.json").read_text()).get("lab_longest_answer") is None
+    base = ["train", "--model", str(out), "--steps", "1", "--prompts", "2", "--group-size", "2", "--n-eval", "2"]
+    assert call(base + ["--max-new-tokens", "8"]) == 0  # a quick smoke run cuts every answer, and may
+
+
 def test_pretrain_refuses_too_few_new_tokens_for_its_filler_and_an_init_that_is_not_a_lab_model(tmp_path, capsys):
     assert call(TINY_PRETRAIN + ["--out", str(tmp_path / "a"), "--filler", "64", "--max-new-tokens", "84"]) == 2
     one_error_line(capsys, "--max-new-tokens", ">= 85", "got 84")
