@@ -245,11 +245,23 @@ def pretrain_arguments(pt: argparse.ArgumentParser) -> None:
     pt.add_argument("--lr", type=_positive_float, default=None, help="override the size's learning rate")
     pt.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     pt.add_argument(
-        "--filler", type=_non_negative_int, default=8, help="most filler dots in a training answer (tiny-sum3-long: 64)"
+        "--filler",
+        type=_non_negative_int,
+        default=8,
+        help="most filler dots in a training answer (default 8; tiny-sum3-long: 64)",
     )
-    pt.add_argument("--init", default=None, help="start from this lab model's weights (tiny-sum3-long: tiny-sum3)")
     pt.add_argument(
-        "--max-new-tokens", type=_positive_int, default=32, help="completion length of the evaluations (long: 128)"
+        "--init",
+        default=None,
+        help="start from this lab model's weights and shape, not --size's; --lr and --batch-size still come from "
+        "--size (tiny-sum3-long: tiny-sum3)",
+    )
+    pt.add_argument(
+        "--max-new-tokens",
+        type=_positive_int,
+        default=32,
+        help="completion length of the evaluations and the model's position room; at least filler + 21 "
+        "(default 32; tiny-sum3-long: 128)",
     )
     pt.add_argument("--quiet", action="store_true")
 

@@ -139,6 +139,12 @@ def pretrain(
         )
         model = LlamaForCausalLM(config).to(dev)
     else:
+        shaped = [name for name, v in (("hidden", hidden), ("layers", layers), ("heads", heads), ("ffn", ffn)) if v]
+        if shaped:
+            raise ValueError(
+                f"--{shaped[0]} sets the shape of a new model, and init (--init) {init!r} brings its own; "
+                "give one of them"
+            )
         try:
             model, init_tokenizer = load_policy(init, device=str(dev), dtype=torch.float32)
         except ValueError as err:

@@ -584,12 +584,28 @@ def test_pretrain_refuses_too_few_new_tokens_for_its_filler_and_an_init_that_is_
 
     folder = tmp_path / "other"  # a Llama with a character tokenizer that is not the lab's
     build_char_tokenizer("abcdefghij0123456789").save_pretrained(folder)
-    assert call(TINY_PRETRAIN + ["--out", str(tmp_path / "b"), "--init", str(folder)]) == 2
+    init_run = [
+        "pretrain",
+        "--batch-size",
+        "4",
+        "--max-steps",
+        "2",
+        "--eval-from",
+        "1",
+        "--eval-every",
+        "1",
+        "--n-eval",
+        "4",
+        "--quiet",
+    ]  # no shape flags: --init brings the shape
+    assert call(init_run + ["--out", str(tmp_path / "b"), "--init", str(folder)]) == 2
     one_error_line(capsys, "--init", "config.json")
     LlamaForCausalLM(tiny_llama_config(23, hidden=16, layers=1, heads=1, ffn=16)).save_pretrained(folder)
-    assert call(TINY_PRETRAIN + ["--out", str(tmp_path / "b"), "--init", str(folder)]) == 2
+    assert call(init_run + ["--out", str(tmp_path / "b"), "--init", str(folder)]) == 2
     one_error_line(capsys, "--init", "not a lab model")
     assert not (tmp_path / "b" / "config.json").exists()
+    assert call(TINY_PRETRAIN + ["--out", str(tmp_path / "c"), "--init", "tiny-sum3"]) == 2  # it gives --hidden
+    one_error_line(capsys, "--hidden sets the shape of a new model", "--init")
 
 
 def test_pretrain_that_cannot_write_leaves_the_old_model_and_says_one_line(tmp_path, capsys, monkeypatch):
