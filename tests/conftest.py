@@ -32,6 +32,20 @@ QWEN_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789?>"
 QWEN_CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}>{% endif %}"
 
 
+@pytest.fixture
+def nan_policy_loss(monkeypatch):
+    """The trainer's policy loss turned NaN, so every update is skipped (as an lr far too high does)."""
+    import grpo_lab.train.trainer as trainer_mod
+
+    real = trainer_mod.policy_loss
+
+    def nan_loss(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        return loss * float("nan"), stats
+
+    monkeypatch.setattr(trainer_mod, "policy_loss", nan_loss)
+
+
 @pytest.fixture(scope="session")
 def tiny_policy():
     """``(model, tokenizer)`` of the shipped tiny model. Read-only: do not train it."""

@@ -82,14 +82,7 @@ def test_asked_mini_batches_are_not_flagged(make_trainer):
     assert "minibatches_effective" not in m and m["updates"] + m["skipped_updates"] == 2
 
 
-def test_a_step_whose_every_update_is_skipped_stops_the_run(make_trainer, monkeypatch):
-    real = trainer_mod.policy_loss
-
-    def nan_loss(*args, **kwargs):
-        loss, stats = real(*args, **kwargs)
-        return loss * float("nan"), stats
-
-    monkeypatch.setattr(trainer_mod, "policy_loss", nan_loss)
+def test_a_step_whose_every_update_is_skipped_stops_the_run(make_trainer, nan_policy_loss):
     trainer = make_trainer()
     with pytest.warns(trainer_mod.StoppedEarly, match=r"^grpo stopped after step 1: every update of step 1"):
         history = trainer.train(3, progress=False)  # said where a notebook shows it, not only in stop_reason
