@@ -55,6 +55,8 @@ def run_and_move_slider(page, lab, source: Path, failure_dir: Path, timeout: flo
         return run_s, time.monotonic() - t1, time.monotonic() - t0, result
     except BrowserCheckFailed as e:
         e.screenshots = save_failure(page, failure_dir, source.stem)
+        if isinstance(e, NotebookFailed):  # a kernel restart or a dropped connection shows in the log
+            e.message += f"\nserver log tail:\n{lab.log_tail(1500)}"
         raise
     except Exception as e:  # playwright timeouts and the like: keep the pictures all the same
         shots = save_failure(page, failure_dir, source.stem)
@@ -150,3 +152,19 @@ def test_run_all_fails_fast_on_traceback(page, lab, run_timeout, tmp_path):
     with pytest.raises(NotebookFailed, match=r"cell 1 raised(.|\n)*ZeroDivisionError"):
         run_and_move_slider(page, lab, source, tmp_path / "screenshots", run_timeout)
     assert time.monotonic() - t0 < 120, "a traceback must fail the run at once, not at the timeout"
+
+
+def test_run_all_fails_when_kernel_dies(page, lab, run_timeout, tmp_path):
+    """A notebook that stops Run All without a traceback (here its kernel dies) still fails, after
+    the one Run All again that ``run_all_cells`` allows a dropped queue."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("import os\nos._exit(1)"),
+        nbformat.v4.new_code_cell("y = 2"),
+    ]
+    source = tmp_path / "zz_check_dies.ipynb"
+    nbformat.write(nb, source)
+    with pytest.raises(NotebookFailed, match=r"idle but code cells \[1, 2\]|\[2\] have no execution"):
+        run_and_move_slider(page, lab, source, tmp_path / "screenshots", run_timeout)
