@@ -128,7 +128,8 @@ def _add_set_option(parser: argparse.ArgumentParser, help: str) -> None:
 
 
 TRAIN_FIELDS = ("algo", "model", "task", "data_dir", "steps", "seed", "prompts_per_step", "group_size",
-                "max_new_tokens", "temperature", "lr", "kl_stop", "max_seconds", "max_samples", "device")  # fmt: skip
+                "max_new_tokens", "temperature", "lr", "kl_stop", "max_seconds", "max_samples", "device",
+                "sampler_noise", "rollout_is", "rollout_is_max")  # fmt: skip
 EVAL_FIELDS = ("model", "task", "data_dir", "temperature", "max_new_tokens", "seed", "device")
 PAIRED_FIELDS = ("algo", "steps", "seed", "prompts_per_step", "group_size", "max_new_tokens", "lr", "device")
 BENCH_FIELDS = ("prompts_per_step", "group_size", "max_new_tokens", "temperature", "lr", "seed", "device", "model")

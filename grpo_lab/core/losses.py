@@ -18,6 +18,8 @@ and TRL's ``importance_sampling_level="sequence"`` is ``ratio_level="sequence"``
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .checks import (
@@ -31,6 +33,8 @@ from .checks import (
 )
 
 RATIO_LEVELS = ("token", "sequence", "sequence_token")
+ROLLOUT_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+"""How the sampler/trainer mismatch is corrected: TRL 1.16's ``vllm_importance_sampling_mode`` values."""
 AGGREGATIONS = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm")
 CLIP_STATS = (
     "clip_frac_low", "clip_frac_high", "clip_frac", "dual_clip_frac", "ratio_mean", "ratio_min", "ratio_max",
@@ -301,6 +305,7 @@ def policy_loss(
     kl: torch.Tensor | None = None,
     beta: float = 0.0,
     dual_clip: float | None = None,
+    is_weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The clipped policy-gradient loss of PPO, GRPO, Dr. GRPO, DAPO, GSPO and GFPO:
     ``per_token_surrogate`` (+ ``beta * kl``), then ``aggregate``, with ``clip_stats``.
@@ -330,6 +335,9 @@ def policy_loss(
         kl: optional ``[B, T]`` per-token KL to the reference, added *before* aggregation.
         beta: the KL coefficient (needs ``kl`` when > 0).
         dual_clip: verl's dual-clip constant ``c > 1``: for ``A < 0`` the loss is capped at ``-c*A``.
+        is_weight: optional ``[B, T]`` or ``[B, 1]`` weights of the sampler/trainer correction
+            (``rollout_is_weight``, no gradient), multiplying each token's surrogate before the KL
+            term is added, as TRL's ``GRPOTrainer`` applies its ``importance_sampling_ratio``.
 
     Returns:
         ``(loss, stats)``: a scalar tensor, and ``clip_stats``'s floats (a sequence-level ratio
@@ -340,6 +348,13 @@ def policy_loss(
         logp, old_logp, advantages, mask, clip_low, clip_high, ratio_level, dual_clip
     )
     valid = check_mask("mask", mask, "logp", logp).bool()
+    if is_weight is not None:
+        is_weight = check_float("is_weight", is_weight, ndim=2)
+        if is_weight.shape[0] != logp.shape[0] or is_weight.shape[1] not in (1, logp.shape[1]):
+            raise ValueError(
+                f"is_weight must be [B, T] or [B, 1] for logp {tuple(logp.shape)}, got {tuple(is_weight.shape)}"
+            )
+        per_token = per_token * is_weight.detach()
     beta = check_number("beta", beta, low=0.0)
     if kl is not None:
         kl = check_tensor("kl", kl, ndim=2)
@@ -355,6 +370,43 @@ def policy_loss(
     if kl is not None:
         stats["kl_mean"] = float(kl.detach()[valid].mean())
     return loss, stats
+
+
+def rollout_is_weight(
+    train_logp: torch.Tensor,
+    sample_logp: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str,
+    clip_max: float | None = 3.0,
+    clip_min: float | None = None,
+) -> torch.Tensor:
+    """The weight that corrects for a sampler that is not the trainer's policy (vLLM in bf16 against
+    the trainer in fp32, say), as TRL 1.16's ``GRPOTrainer`` computes it (``vllm_importance_sampling_*``).
+
+    ``r = exp(train_logp - sample_logp)`` per token, or ``exp(sum_t(train_logp - sample_logp))`` per
+    sequence (``mode`` ``sequence_*``: ``[B, 1]``; ``token_*``: ``[B, T]``); ``*_truncate`` clamps it
+    to ``[clip_min, clip_max]`` (truncated IS), ``*_mask`` sets it to 0 outside them (masked IS).
+    Padding counts as no difference. No gradient flows through it.
+    """
+    check_choice("mode", mode, ROLLOUT_IS_MODES)
+    train_logp = check_float("train_logp", train_logp, ndim=2)
+    sample_logp = check_float("sample_logp", sample_logp, ndim=2)
+    check_same_shape("sample_logp", sample_logp, "train_logp", train_logp)
+    valid = check_mask("mask", mask, "train_logp", train_logp).bool()
+    for name, v in (("clip_max", clip_max), ("clip_min", clip_min)):
+        if v is not None:
+            check_number(name, v, low=0.0)
+    if clip_max is not None and clip_min is not None and clip_min > clip_max:
+        raise ValueError(f"clip_min must be <= clip_max, got clip_min={clip_min} > clip_max={clip_max}")
+    diff = torch.where(valid, train_logp.detach() - sample_logp.detach(), 0.0)
+    if mode.startswith("sequence"):
+        diff = diff.sum(dim=-1, keepdim=True)
+    ratio = torch.exp(diff)
+    if mode.endswith("truncate"):
+        return ratio if clip_min is None and clip_max is None else torch.clamp(ratio, min=clip_min, max=clip_max)
+    low = clip_min if clip_min is not None else -math.inf
+    high = clip_max if clip_max is not None else math.inf
+    return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
 
 
 def value_loss(

@@ -65,6 +65,7 @@ class UpdateBatch:
     advantages: Advantages
     old_logp: torch.Tensor | None  # [B, T] under the policy that sampled; None: on-policy (one update)
     ref_logp: torch.Tensor | None  # [B, T] under the reference; None when there is none
+    is_weight: torch.Tensor | None = None  # [B, T] or [B, 1]: the sampler/trainer correction (rollout_is)
 
 
 def check_batch_shape(algo: Algorithm, prompts_per_step: int, group_size: int) -> None:

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..algorithms import AlgoName, Algorithm, get_algorithm
 from ..core.checks import check_choice, check_positive_int
+from ..core.losses import ROLLOUT_IS_MODES
 from ..lab.tasks import TASKS, TaskName, check_data_dir
+
+RolloutIsMode = Literal[ROLLOUT_IS_MODES]
 
 MAX_SEED = 2**32 - 1
 """Seeds are 32-bit, as NumPy's are: larger ones overflow the per-step generators derived from them."""
@@ -63,6 +67,19 @@ class TrainConfig:
     """Stop once this many completions have been sampled (a sample budget: DAPO's refills and GFPO's
     extra samples count, so algorithms that sample more per step get fewer steps)."""
     device: str | None = _flag(None, "cpu or cuda (default: cuda when available)")
+    sampler_noise: float = _flag(
+        0.0,
+        "sample from a copy of the policy whose weights are each scaled by (1 + this x N(0,1)), a new copy "
+        "every step: a stand-in for vLLM sampling with other kernels than the trainer's (default: 0, none)",
+    )
+    """A sampler/trainer mismatch made on purpose: the completions come from a perturbed copy of the
+    policy (its log-probs are the rollout's ``sample_logp``), the loss from the policy itself."""
+    rollout_is: RolloutIsMode | None = _flag(
+        None, "correct the sampler/trainer mismatch as TRL's vllm_importance_sampling_mode does (default: none)"
+    )
+    """Weight each token's loss by ``core.losses.rollout_is_weight``: TRL 1.16's four modes."""
+    rollout_is_max: float = _flag(3.0, "C_max of --rollout-is: the clamp (truncate) or the cut-off (mask)")
+    """TRL's ``vllm_importance_sampling_clip_max`` (its default 3.0); the lower bound is TRL's default, none."""
     system_prompt: str | None = None
     algo_overrides: dict = field(default_factory=dict)
 
@@ -72,7 +89,8 @@ class TrainConfig:
         for name in ("steps", "prompts_per_step", "group_size", "max_new_tokens"):
             check_positive_int(name, getattr(self, name), minimum=0 if name == "steps" else 1)
         check_positive_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
-        for name in ("temperature", "lr", "weight_decay", "grad_clip", "kl_stop", "max_seconds"):
+        for name in ("temperature", "lr", "weight_decay", "grad_clip", "kl_stop", "max_seconds", "sampler_noise",
+                     "rollout_is_max"):  # fmt: skip
             v = getattr(self, name)  # a string or None here would fail later with a TypeError deep in torch
             if not (v is None and name in ("kl_stop", "max_seconds")) and (
                 isinstance(v, bool) or not isinstance(v, (int, float))
@@ -84,6 +102,12 @@ class TrainConfig:
             raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
         if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
             raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
+        if not (self.sampler_noise >= 0 and math.isfinite(self.sampler_noise)):
+            raise ValueError(f"sampler_noise must be a finite number >= 0, got {self.sampler_noise}")
+        if self.rollout_is is not None:
+            check_choice("rollout_is", self.rollout_is, ROLLOUT_IS_MODES)
+        if not (self.rollout_is_max > 0 and math.isfinite(self.rollout_is_max)):
+            raise ValueError(f"rollout_is_max must be a finite number > 0, got {self.rollout_is_max}")
         if not self.grad_clip > 0:
             raise ValueError(f"grad_clip must be > 0, got {self.grad_clip}")
         if not isinstance(self.algo_overrides, dict):

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from ..core.advantages import adaptive_k, dynamic_sampling_keep, gfpo_keep, reward_quartiles
 from ..core.checks import check_positive_int
 from ..core.kl import kl_estimate
-from ..core.losses import masked_mean, policy_loss, value_loss
+from ..core.losses import masked_mean, policy_loss, rollout_is_weight, value_loss
 from ..core.rewards import soft_overlong_penalty
 from ..io import stop_on_signal
 from ..io import take_stop_request as _take_stop_request
@@ -118,6 +118,8 @@ class Trainer:
             metrics.update(self._finish_metrics(t0, t_rollout, skipped="empty batch"))
             return metrics
         update_batch = self.prepare(batch)  # advantages, old and reference log-probs
+        if self._sampler_differs():
+            metrics.update(self._mismatch_metrics(update_batch))
         metrics.update(self._optimise(update_batch, rows))  # epochs x mini-batches of guarded updates
         if update_batch.ref_logp is not None:
             metrics["kl"] = self._kl_to_reference(update_batch)
@@ -144,8 +146,8 @@ class Trainer:
             self.tokenizer, rows["prompt"], chat=self.task.chat, system=self.cfg.system_prompt, device=self.device
         )
         rollout = self.sampler(
-            self.model, self.tokenizer, ids, mask, group_size, self.cfg.max_new_tokens, self.cfg.temperature,
-            self.sample_gen,
+            self._sampling_policy(), self.tokenizer, ids, mask, group_size, self.cfg.max_new_tokens,
+            self.cfg.temperature, self.sample_gen,
         )  # fmt: skip
         answers = [answer for answer in rows["answer"] for _ in range(group_size)]
         correct = torch.tensor(
@@ -154,6 +156,19 @@ class Trainer:
         )
         self.samples_generated += rollout.completion_ids.shape[0]
         return rollout, correct
+
+    def _sampling_policy(self) -> torch.nn.Module:
+        """The policy itself, or with ``sampler_noise`` a copy whose weights are each scaled by
+        ``1 + sampler_noise * N(0, 1)`` (noise drawn from the seed and the step, so a run repeats)."""
+        if not self.cfg.sampler_noise:
+            return self.model
+        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.step + 500_009)
+        sampler = copy.deepcopy(self.model).eval().requires_grad_(False)
+        with torch.no_grad():
+            for p in sampler.parameters():
+                noise = torch.randn(p.shape, generator=gen, dtype=p.dtype).to(p.device)
+                p.mul_(1 + self.cfg.sampler_noise * noise)
+        return sampler
 
     def _reward(self, rollout: Rollout, correct: torch.Tensor) -> torch.Tensor:
         """The shaped reward: correctness, plus DAPO's soft overlong penalty when it is on."""
@@ -255,7 +270,8 @@ class Trainer:
         with torch.no_grad():
             ref_logp = self._logp(self.ref, rollout) if self.ref is not None else None
             old_logp = None
-            if algo.minibatches * algo.epochs > 1 or self.critic is not None:  # GAE's KL-shaped rewards need them
+            # GAE's KL-shaped rewards need them, and so does a sampler that is not the policy.
+            if algo.minibatches * algo.epochs > 1 or self.critic is not None or self._sampler_differs():
                 old_logp = self._logp(self.model, rollout)
             values = None
             if self.critic is not None:
@@ -266,7 +282,34 @@ class Trainer:
             batch.rewards, mask, self.cfg.group_size, batch.sampled, old_logp=old_logp, ref_logp=ref_logp, values=values
         )
         advantages = ADVANTAGE_ESTIMATORS[algo.advantage](data, algo)
-        return UpdateBatch(rollout, mask, advantages, old_logp, ref_logp)
+        is_weight = None
+        if self.cfg.rollout_is is not None:
+            is_weight = rollout_is_weight(
+                old_logp, rollout.sample_logp, rollout.completion_mask, self.cfg.rollout_is, self.cfg.rollout_is_max
+            )
+        return UpdateBatch(rollout, mask, advantages, old_logp, ref_logp, is_weight)
+
+    def _sampler_differs(self) -> bool:
+        """Whether the rollout's ``sample_logp`` may differ from the policy's: a mismatch made on purpose, or a
+        correction asked for (which reads the policy's own log-probs)."""
+        return bool(self.cfg.sampler_noise) or self.cfg.rollout_is is not None
+
+    def _mismatch_metrics(self, update_batch: UpdateBatch) -> dict[str, float]:
+        """How far the sampler was from the policy, as TRL logs it: |logp_policy - logp_sampler| per token
+        (``sampling/sampling_logp_difference/mean|max``) and the correction's weights (``importance_sampling_ratio``
+        min/mean/max, per token or per sequence as the mode weighs), with the share of weights set to 0."""
+        rollout, old = update_batch.rollout, update_batch.old_logp
+        valid = rollout.completion_mask.bool()
+        delta = (old - rollout.sample_logp).abs()[valid]
+        out = {"sampler_logp_diff_mean": float(delta.mean()), "sampler_logp_diff_max": float(delta.max())}
+        w = update_batch.is_weight
+        if w is not None:
+            flat = w.flatten() if w.shape[1] == 1 else w[valid]
+            out.update(
+                is_ratio_min=float(flat.min()), is_ratio_mean=float(flat.mean()), is_ratio_max=float(flat.max()),
+                is_zero_frac=float((flat == 0).float().mean()),
+            )  # fmt: skip
+        return out
 
     # --- update ----------------------------------------------------------------------------
 
@@ -330,6 +373,7 @@ class Trainer:
             logp, old_logp, estimate.advantages[rows], mask, clip_low=algo.clip_low, clip_high=algo.clip_high,
             ratio_level=algo.ratio_level, aggregation=algo.aggregation, max_len=cfg.max_new_tokens, kl=kl,
             beta=algo.beta if kl is not None else 0.0, dual_clip=algo.dual_clip,
+            is_weight=update_batch.is_weight[rows] if update_batch.is_weight is not None else None,
         )  # fmt: skip
         if algo.target_kl is not None and stats["approx_kl"] > algo.target_kl:
             return {"target_kl_stop": 1.0}  # moved far enough from the sampler: the rest of this rollout is skipped

@@ -166,5 +166,5 @@ def test_run_all_fails_when_kernel_dies(page, lab, run_timeout, tmp_path):
     ]
     source = tmp_path / "zz_check_dies.ipynb"
     nbformat.write(nb, source)
-    with pytest.raises(NotebookFailed, match=r"idle but code cells \[1, 2\]|\[2\] have no execution"):
+    with pytest.raises(NotebookFailed, match=r"idle but code cells \[[\d, ]+\] have no execution"):
         run_and_move_slider(page, lab, source, tmp_path / "screenshots", run_timeout)

@@ -464,6 +464,10 @@ def test_non_critic_algorithms_have_no_critic(make_trainer):
         ({"algo_overrides": {"nonsense_field": 1}}, "nonsense_field"),
         ({"algo_overrides": {"clip_low": -0.5}}, "clip_low"),
         ({"algo": "gfpo", "group_size": 8, "algo_overrides": {"gfpo_group_size": 4}}, "gfpo_group_size"),
+        ({"sampler_noise": -0.1}, "sampler_noise"),
+        ({"sampler_noise": float("nan")}, "sampler_noise"),
+        ({"rollout_is": "token"}, "rollout_is"),
+        ({"rollout_is_max": 0.0}, "rollout_is_max"),
     ],
 )
 def test_train_config_rejects_bad_values_naming_the_field(kwargs, field):
@@ -804,3 +808,33 @@ def test_target_kl_skips_the_rest_of_a_rollout_once_the_policy_has_moved():
     # with one update per rollout there is nothing to stop: the command line refuses it rather than ignore it
     assert "target_kl" in unused_fields(get_algorithm("grpo", target_kl=0.01), ["target_kl"])
     assert not unused_fields(get_algorithm("grpo", minibatches=2, target_kl=0.01), ["target_kl"])
+
+
+# --------------------------------------------------------------------------------------------
+# A sampler that is not the policy, and its correction
+# --------------------------------------------------------------------------------------------
+
+
+def test_sampler_noise_samples_from_another_policy_and_logs_how_far(make_trainer):
+    trainer = make_trainer(sampler_noise=0.1, rollout_is="token_mask", rollout_is_max=1.5)
+    before = weights(trainer.model)
+    sampler = trainer._sampling_policy()
+    assert not same_weights(weights(sampler), before), "the sampler must be a perturbed copy"
+    assert same_weights(weights(trainer.model), before), "perturbing the sampler must leave the policy alone"
+    m = trainer.train_step()
+    assert m["sampler_logp_diff_mean"] > 0 and m["sampler_logp_diff_max"] >= m["sampler_logp_diff_mean"]
+    assert 0 <= m["is_ratio_min"] <= m["is_ratio_mean"] and m["is_ratio_max"] <= 1.5  # masked above C_max
+    assert 0 <= m["is_zero_frac"] <= 1
+
+
+def test_without_a_mismatch_the_correction_weights_are_one(make_trainer):
+    m = make_trainer(rollout_is="sequence_truncate").train_step()
+    assert m["sampler_logp_diff_max"] < 1e-4  # sampling's cached pass and the trainer's full pass agree
+    assert abs(m["is_ratio_min"] - 1) < 1e-3 and abs(m["is_ratio_max"] - 1) < 1e-3
+
+
+def test_a_run_with_sampler_noise_repeats_from_its_seed(make_trainer):
+    a, b = (make_trainer(sampler_noise=0.05, rollout_is="sequence_mask") for _ in range(2))
+    ha, hb = a.train(2, progress=False), b.train(2, progress=False)
+    assert [m["loss"] for m in ha] == [m["loss"] for m in hb]
+    assert same_weights(weights(a.model), weights(b.model))
