@@ -56,6 +56,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("group_size", ("num_generations",), (f"{R}.n",), "G, completions per prompt, in both"),
     Setting("max_new_tokens", ("max_completion_length",), ("data.max_response_length",), "tokens, in both"),
     Setting("temperature", ("temperature",), (f"{R}.temperature",), "sampling temperature of the rollouts"),
+    Setting(
+        "rollout_is",
+        ("vllm_importance_sampling_correction", "vllm_importance_sampling_mode"),
+        ("algorithm.rollout_correction.rollout_is",),
+        "the vLLM/trainer mismatch's correction. TRL: on by default with use_vllm=True, mode sequence_mask; "
+        "verl: null by default (no weights, the gap still logged), token or sequence",
+    ),
+    Setting(
+        "rollout_is_max",
+        ("vllm_importance_sampling_clip_max",),
+        ("algorithm.rollout_correction.rollout_is_threshold",),
+        "TRL: C_max, default 3.0 (truncate: clamp at it; mask: 0 above it); verl: a number truncates at it "
+        "(default 2.0), a 'lower_upper' string masks outside [lower, upper]",
+    ),
     Setting("lr", ("learning_rate",), (f"{A}.optim.lr",), "the policy's learning rate"),
     Setting("weight_decay", ("weight_decay",), (f"{A}.optim.weight_decay",), "AdamW weight decay"),
     Setting("grad_clip", ("max_grad_norm",), (f"{A}.grad_clip",), "gradient-norm clip"),
