@@ -61,14 +61,16 @@ SETTINGS: tuple[Setting, ...] = (
         ("vllm_importance_sampling_correction", "vllm_importance_sampling_mode"),
         ("algorithm.rollout_correction.rollout_is",),
         "the vLLM/trainer mismatch's correction. TRL: on by default with use_vllm=True, mode sequence_mask; "
-        "verl: null by default (no weights, the gap still logged), token or sequence",
+        "verl: null in the composed config (the dataclass default is sequence; null: no weights, the gap still "
+        "logged), token or sequence. export sets neither: each recipe keeps its engine's default",
     ),
     Setting(
         "rollout_is_max",
         ("vllm_importance_sampling_clip_max",),
         ("algorithm.rollout_correction.rollout_is_threshold",),
         "TRL: C_max, default 3.0 (truncate: clamp at it; mask: 0 above it); verl: a number truncates at it "
-        "(default 2.0), a 'lower_upper' string masks outside [lower, upper]",
+        "(default 2.0), a 'lower_upper' string masks outside [lower, upper], a lower bound required, so TRL's "
+        "mask with no lower bound has no exact verl spelling",
     ),
     Setting("lr", ("learning_rate",), (f"{A}.optim.lr",), "the policy's learning rate"),
     Setting("weight_decay", ("weight_decay",), (f"{A}.optim.weight_decay",), "AdamW weight decay"),

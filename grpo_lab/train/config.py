@@ -70,7 +70,8 @@ class TrainConfig:
     sampler_noise: float = _flag(
         0.0,
         "sample from a copy of the policy whose weights are each scaled by (1 + this x N(0,1)), a new copy "
-        "every step: a stand-in for vLLM sampling with other kernels than the trainer's (default: 0, none)",
+        "every step: a large, random sampler/trainer mismatch made on purpose, not a model of vLLM's kernel "
+        "differences (default: 0, none)",
     )
     """A sampler/trainer mismatch made on purpose: the completions come from a perturbed copy of the
     policy (its log-probs are the rollout's ``sample_logp``), the loss from the policy itself."""

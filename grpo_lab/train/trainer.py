@@ -415,7 +415,9 @@ class Trainer:
     # --- log -------------------------------------------------------------------------------
 
     def _kl_to_reference(self, update_batch: UpdateBatch) -> float:
-        """KL of the policy that sampled the batch to the reference, per token, k3 (as TRL logs it)."""
+        """k3 of the trained policy (as it was when the batch was sampled) against the reference, averaged over the
+        batch's tokens, as TRL logs it: an estimate of KL(policy || reference) only when the policy drew the tokens
+        itself, not with ``sampler_noise``, where it is a statistic of the sampler's tokens."""
         rollout = update_batch.rollout
         base = update_batch.old_logp if update_batch.old_logp is not None else rollout.sample_logp
         return float(masked_mean(kl_estimate(base, update_batch.ref_logp, "k3"), rollout.completion_mask.float()))
