@@ -138,16 +138,17 @@ def test_checker_sees_whether_plot_changed(uses_value, page, lab, run_timeout, t
     print(f"\n[browser] frozen control reported in {time.monotonic() - t0:.1f} s: {info.value.message}")
 
 
-def test_run_all_fails_fast_on_traceback(page, lab, run_timeout, tmp_path):
+def _code_notebook(path: Path, *sources: str) -> Path:
+    """A notebook of code cells, written to ``path``."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    nb.cells = [
-        nbformat.v4.new_code_cell("x = 1"),
-        nbformat.v4.new_code_cell("1 / 0"),
-        nbformat.v4.new_code_cell("import time\ntime.sleep(600)"),
-    ]
-    source = tmp_path / "zz_check_raises.ipynb"
-    nbformat.write(nb, source)
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    nbformat.write(nb, path)
+    return path
+
+
+def test_run_all_fails_fast_on_traceback(page, lab, run_timeout, tmp_path):
+    source = _code_notebook(tmp_path / "zz_check_raises.ipynb", "x = 1", "1 / 0", "import time\ntime.sleep(600)")
     t0 = time.monotonic()
     with pytest.raises(NotebookFailed, match=r"cell 1 raised(.|\n)*ZeroDivisionError"):
         run_and_move_slider(page, lab, source, tmp_path / "screenshots", run_timeout)
@@ -157,14 +158,6 @@ def test_run_all_fails_fast_on_traceback(page, lab, run_timeout, tmp_path):
 def test_run_all_fails_when_kernel_dies(page, lab, run_timeout, tmp_path):
     """A notebook that stops Run All without a traceback (here its kernel dies) still fails, after
     the one Run All again that ``run_all_cells`` allows a dropped queue."""
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    nb.cells = [
-        nbformat.v4.new_code_cell("x = 1"),
-        nbformat.v4.new_code_cell("import os\nos._exit(1)"),
-        nbformat.v4.new_code_cell("y = 2"),
-    ]
-    source = tmp_path / "zz_check_dies.ipynb"
-    nbformat.write(nb, source)
+    source = _code_notebook(tmp_path / "zz_check_dies.ipynb", "x = 1", "import os\nos._exit(1)", "y = 2")
     with pytest.raises(NotebookFailed, match=r"idle but code cells \[[\d, ]+\] have no execution"):
         run_and_move_slider(page, lab, source, tmp_path / "screenshots", run_timeout)
