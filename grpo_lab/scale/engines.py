@@ -286,7 +286,8 @@ METRICS: tuple[Metric, ...] = (
         "clip_frac",
         "clip_ratio/region_mean",
         "share of completion tokens whose clip cuts the gradient, (r < 1 - eps and A < 0) or (r > 1 + eps_high "
-        "and A > 0) (low_mean and high_mean split it); with importance_sampling_level=sequence, share of sequences",
+        "and A > 0) (low_mean and high_mean split it); with importance_sampling_level=sequence, share of sequences; "
+        "logged per optimiser step (one mini-batch) and averaged over logging_steps, not per rollout",
         "actor/pg_clipfrac",
         "share of tokens where the clipped term is the larger loss, per token for vanilla and gspo alike, averaged "
         "over micro-batches and mini-batches (a mean of shares, not one global token share)",
