@@ -233,7 +233,7 @@ def test_resume_rejects_a_folder_without_trainer_state(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 
-def _nan_logps(monkeypatch):
+def _nan_logps(monkeypatch, request):
     real = trainer_mod.token_logps
 
     def fake(*args, **kwargs):
@@ -245,17 +245,11 @@ def _nan_logps(monkeypatch):
     monkeypatch.setattr(trainer_mod, "token_logps", fake)
 
 
-def _nan_loss(monkeypatch):
-    real = trainer_mod.policy_loss
-
-    def fake(*args, **kwargs):
-        loss, stats = real(*args, **kwargs)
-        return loss * float("nan"), stats
-
-    monkeypatch.setattr(trainer_mod, "policy_loss", fake)
+def _nan_loss(monkeypatch, request):
+    request.getfixturevalue("nan_policy_loss")  # conftest's: every update's loss is NaN
 
 
-def _nan_grad(monkeypatch):
+def _nan_grad(monkeypatch, request):
     real = trainer_mod.policy_loss
 
     def fake(logp, *args, **kwargs):
@@ -267,10 +261,12 @@ def _nan_grad(monkeypatch):
 
 
 @pytest.mark.parametrize("sabotage", [_nan_logps, _nan_loss, _nan_grad], ids=["nan_logp", "nan_loss", "nan_grad"])
-def test_a_non_finite_update_is_skipped_counted_and_leaves_the_weights_alone(make_trainer, monkeypatch, sabotage):
+def test_a_non_finite_update_is_skipped_counted_and_leaves_the_weights_alone(
+    make_trainer, monkeypatch, request, sabotage
+):
     trainer = make_trainer("grpo", lr=1e-2, algo_overrides={"entropy_coef": 0.01})
     before = weights(trainer.model)
-    sabotage(monkeypatch)
+    sabotage(monkeypatch, request)
     m = trainer.train(1, progress=False)[-1]
     assert m["skipped_updates"] == 1
     assert m["updates"] == 0
