@@ -109,6 +109,10 @@ class TrainConfig:
             check_choice("rollout_is", self.rollout_is, ROLLOUT_IS_MODES)
         if not (self.rollout_is_max > 0 and math.isfinite(self.rollout_is_max)):
             raise ValueError(f"rollout_is_max must be a finite number > 0, got {self.rollout_is_max}")
+        if self.rollout_is is None and self.rollout_is_max != 3.0:  # read only with a correction: never ignore it
+            raise ValueError(
+                f"rollout_is_max is the bound of rollout_is, which is not set; got rollout_is_max={self.rollout_is_max}"
+            )
         if not self.grad_clip > 0:
             raise ValueError(f"grad_clip must be > 0, got {self.grad_clip}")
         if not isinstance(self.algo_overrides, dict):

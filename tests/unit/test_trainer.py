@@ -464,6 +464,7 @@ def test_non_critic_algorithms_have_no_critic(make_trainer):
         ({"sampler_noise": float("nan")}, "sampler_noise"),
         ({"rollout_is": "token"}, "rollout_is"),
         ({"rollout_is_max": 0.0}, "rollout_is_max"),
+        ({"rollout_is_max": 2.0}, "rollout_is_max"),  # without rollout_is it would be ignored
     ],
 )
 def test_train_config_rejects_bad_values_naming_the_field(kwargs, field):
