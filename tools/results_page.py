@@ -25,9 +25,10 @@ from grpo_lab.algorithms import PRESETS  # noqa: E402
 from grpo_lab.study.histories import (  # noqa: E402
     format_seed_table,
     format_tests,
+    generation_speed,
     load_runs,
+    paired_against_baseline,
     seed_table,
-    welch_against_baseline,
 )
 
 ALGOS = ["grpo", "dr_grpo", "gspo", "dapo", "ppo", "gfpo"]
@@ -103,13 +104,6 @@ def _labels_note(runs: dict[str, list[dict]]) -> str:
     )
 
 
-def generation_speed(summary: dict) -> float:
-    """A run's mean sampling speed, tokens of completions per second of generation: no algorithm changes how a
-    completion is sampled, so a run far below the others was made on a slower machine, or in a slower session."""
-    h = summary["history"]
-    return sum(x["tokens_per_second"] for x in h) / len(h)
-
-
 def _slow_sessions_note(runs: dict[str, list[dict]], short: bool = False) -> str:
     speed = {a: sum(generation_speed(s) for s in ss) / len(ss) for a, ss in runs.items()}
     typical = sorted(speed.values())[len(speed) // 2]
@@ -138,7 +132,7 @@ def time_budget_section() -> str:
         raise ValueError(f"the equal-time race must give every run the same seconds, found {sorted(budgets)}")
     seconds = budgets.pop()
     table = format_seed_table(seed_table(runs, TIME_METRICS), TIME_METRICS)
-    tests = welch_against_baseline(runs, "grpo", "final")
+    tests = paired_against_baseline(runs, "grpo", "final")
     return f"""## A race at equal time
 
 Every run trained for {seconds:.0f} s on the quiet 2-core CPU, one run at a time, the seeds interleaved
@@ -151,7 +145,8 @@ run's last 10 steps (training batch; lengths in tokens).
 
 {table}
 {_labels_note(runs)}{_slow_sessions_note(runs)}
-Held-out accuracy against GRPO's, by Welch's t-test with Holm's correction for the {len(tests)} comparisons:
+Held-out accuracy against GRPO's, seed by seed (the paired t-test: every algorithm ran the same seeds), with
+Holm's correction for the {len(tests)} comparisons:
 
 {format_tests(tests, "grpo")}
 
@@ -169,7 +164,7 @@ def sample_budget_section() -> str:
     k = max(int(x) for x in shipped["pass_at_k"])
     table = format_seed_table(seed_table(runs, SAMPLE_METRICS), SAMPLE_METRICS)
     race = _labelled(load_runs(ALGOS, SEEDS, "samples_{algo}_seed{seed}"))
-    tests = welch_against_baseline(race, "grpo", "final")
+    tests = paired_against_baseline(race, "grpo", "final")
     return f"""## A race of equal sample budgets
 
 Every algorithm stops once it has sampled {first["config"]["max_samples"]:,} completions (DAPO's refills and
@@ -180,9 +175,9 @@ pass@1 {shipped["pass_at_k"]["1"]:.3f} and pass@{k} {shipped["pass_at_k"][str(k)
 
 {table}
 {_labels_note(runs)}
-Held-out accuracy against GRPO's, by Welch's t-test (unequal variances; its degrees of freedom `df`), with
-Holm's correction for the {len(tests)} comparisons (`study.histories.welch_against_baseline`). With {len(SEEDS)} seeds a
-side only large differences can pass:
+Held-out accuracy against GRPO's, seed by seed (the paired t-test on the per-seed differences, `df` = seeds - 1),
+with Holm's correction for the {len(tests)} comparisons (`study.histories.paired_against_baseline`). With
+{len(SEEDS)} seeds only large differences can pass:
 
 {format_tests(tests, "grpo")}
 
@@ -264,20 +259,20 @@ def readme_block() -> str:
     time_table = format_seed_table(
         seed_table(timed, ("final", "gain_points", "steps", "samples")), ("final", "gain_points", "steps", "samples")
     )
-    tests = welch_against_baseline(timed, "grpo", "final")
+    tests = paired_against_baseline(timed, "grpo", "final")
     differ = [r["algo"] for r in tests if r["different"]]
     verdict = _verdict(differ)
-    sample_differ = [r["algo"] for r in welch_against_baseline(runs, "grpo", "final") if r["different"]]
+    sample_differ = [r["algo"] for r in paired_against_baseline(runs, "grpo", "final") if r["different"]]
     sample_verdict = _verdict(sample_differ)
     return f"""{BEGIN}
 Every algorithm from the shipped model, stopped after {first["config"]["max_samples"]:,} sampled completions,
-{len(SEEDS)} seeds (mean ± std), held-out on {first["after"]["n"]} problems, pass@k with k = 8; by Welch's t-test with
+{len(SEEDS)} seeds (mean ± std), held-out on {first["after"]["n"]} problems, pass@k with k = 8; paired over seeds, with
 Holm's correction, {sample_verdict}:
 
 {table}
 {_labels_note(runs)}
 The same {seconds:.0f} s of training for every algorithm on the quiet 2-core CPU, {len(TIME_SEEDS)} seeds, held-out on
-{first_of(timed)["after"]["n"]:,} problems; by Welch's t-test with Holm's correction, {verdict}:
+{first_of(timed)["after"]["n"]:,} problems; paired over seeds, with Holm's correction, {verdict}:
 
 {time_table}
 {_labels_note(timed)}{_slow_sessions_note(timed, short=True)}

@@ -391,10 +391,11 @@ def seed_spread_explorer(
     results: dict, metrics: Sequence[str] | None = None, baseline: str | None = None
 ) -> ipywidgets.interactive:
     """The bake-off table, one metric at a time: dots per seed, and each algorithm's gap to ``baseline``
-    with the first n seeds (slider), marked * where Welch's t-test, Holm-corrected, calls it a difference."""
+    with the first n seeds (slider), marked * where the paired t-test over seeds, Holm-corrected, calls it a
+    difference."""
     import ipywidgets as w
 
-    from ..study.histories import RUN_METRICS, run_metrics, welch_against_baseline
+    from ..study.histories import RUN_METRICS, paired_against_baseline, run_metrics
 
     per_run = {a: [run_metrics(s) for s in runs] for a, runs in results.items()}
     metrics = list(metrics or [m for m in RUN_METRICS if any(r[m] is not None for rs in per_run.values() for r in rs)])
@@ -409,11 +410,11 @@ def seed_spread_explorer(
             note = "some runs did not record this metric: no test"
         else:
             try:
-                rows = welch_against_baseline({a: rs[:seeds] for a, rs in results.items()}, baseline, metric)
+                rows = paired_against_baseline({a: rs[:seeds] for a, rs in results.items()}, baseline, metric)
                 gaps = ", ".join(f"{r['algo']} {r['diff']:+.3g}{'*' if r['different'] else ''}" for r in rows)
-                note = f"vs {baseline} (* = Welch, Holm-corrected p < 0.05): {gaps}"
-            except ValueError:  # no spread at all (e.g. a step cap every run reached): nothing to test
-                note = "no spread across seeds: no test"
+                note = f"vs {baseline} (* = paired over seeds, Holm-corrected p < 0.05): {gaps}"
+            except ValueError:  # no spread in the differences (e.g. a step cap every run reached): nothing to test
+                note = "the per-seed differences have no spread: no test"
         viz.plot_seed_dots(values, RUN_METRICS[metric][0], title=f"{seeds} seed(s). {note}")
 
     metric = w.Dropdown(options=metrics, value=metrics[0], description="metric")

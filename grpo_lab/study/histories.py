@@ -1,6 +1,6 @@
 """Run summaries (the JSON of ``python -m grpo_lab train``): the ones committed under
 ``assets/histories`` read back, and what the bake-off reports from several seeds of several algorithms
-(the seed table, and each algorithm's Welch test against a baseline)."""
+(the seed table, and each algorithm's paired test against a baseline)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 
 from ..lab.models import ASSETS
-from .stats import holm, mean_and_spread, welch_test
+from .stats import holm, mean_and_spread, paired_test
 
 HISTORIES = ASSETS / "histories"
 
@@ -39,6 +39,22 @@ def tail_mean(history: list[dict], key: str, n: int = 10) -> float | None:
     """Mean of ``key`` over the last ``n`` steps that recorded it (None if none did)."""
     vals = [h[key] for h in history[-n:] if h.get(key) is not None]
     return sum(vals) / len(vals) if vals else None
+
+
+def generation_speed(summary: dict) -> float:
+    """A run's sampling speed: tokens of every completion drawn per second of generation, the mean over its steps.
+    No algorithm changes how a completion is sampled, so a run far below the others ran on a slower machine or in
+    a slower session. Runs made before the lab counted every completion DAPO's dynamic sampling drew logged the
+    kept groups' tokens over the time of every round; tokens/s x rollout seconds / mean length recovers how many
+    completions a step's figure counted, and the figure is scaled to all those drawn (the dropped answers taken
+    to be as long as the kept). For every other run the scale is 1."""
+    rates, before = [], 0
+    for h in summary["history"]:
+        drawn, before = h["samples_generated"] - before, h["samples_generated"]
+        tps = h["tokens_per_second"]
+        counted = tps * h["rollout_seconds"] / h["length_mean"] if tps > 0 and h["length_mean"] > 0 else drawn
+        rates.append(tps * drawn / counted)
+    return sum(rates) / len(rates)
 
 
 # What the bake-off reports for one run: (column label, format, function of the run's summary).
@@ -110,28 +126,36 @@ def format_seed_table(rows: list[dict], metrics: Sequence[str] = tuple(RUN_METRI
     return "\n".join(lines)
 
 
-def welch_against_baseline(
+def paired_against_baseline(
     results: dict[str, list[dict]], baseline: str, metric: str = "final", alpha: float = 0.05
 ) -> list[dict]:
-    """Welch's t-test of every algorithm against ``baseline`` on one metric of ``RUN_METRICS``,
-    Holm-corrected for the number of comparisons. One dict per other algorithm: ``welch_test``'s
-    numbers plus ``p_holm`` and ``different`` (``p_holm < alpha``)."""
+    """The course's rule for telling a gap from noise: every algorithm against ``baseline`` on one metric of
+    ``RUN_METRICS``, seed by seed (``paired_test`` on the per-seed differences, since every arm runs the same
+    seeds), Holm-corrected for the number of comparisons. One dict per other algorithm: ``paired_test``'s numbers
+    plus ``p_holm`` and ``different`` (``p_holm < alpha``). Arms must hold the same seeds in the same order."""
     if baseline not in results:
         raise ValueError(f"baseline must be one of {list(results)}, got {baseline!r}")
     if metric not in RUN_METRICS:
         raise ValueError(f"metric must be a name from {list(RUN_METRICS)}, got {metric!r}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    seeds = {a: [s.get("seed") for s in runs] for a, runs in results.items()}
+    for a, ss in seeds.items():
+        if ss != seeds[baseline] or None in ss:
+            raise ValueError(
+                f"results[{a!r}] must hold the seeds of results[{baseline!r}] in the same order to pair them, "
+                f"got {ss} and {seeds[baseline]}"
+            )
     fn = RUN_METRICS[metric][2]
     base = [fn(s) for s in results[baseline]]
-    rows = [{"algo": a, **welch_test(base, [fn(s) for s in runs])} for a, runs in results.items() if a != baseline]
+    rows = [{"algo": a, **paired_test(base, [fn(s) for s in runs])} for a, runs in results.items() if a != baseline]
     for row, p in zip(rows, holm([r["p"] for r in rows])):
         row["p_holm"], row["different"] = p, p < alpha
     return rows
 
 
 def format_tests(rows: list[dict], baseline: str, fmt: str = "+.3f") -> str:
-    """A markdown table of ``welch_against_baseline`` rows."""
+    """A markdown table of ``paired_against_baseline`` rows."""
     lines = [f"| algo | minus {baseline} | SE | t | df | p | p (Holm) | different at 0.05 |", "|" + "---|" * 8]
     for r in rows:
         lines.append(

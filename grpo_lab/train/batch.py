@@ -1,10 +1,11 @@
 """The four forms one step's data takes on its way through ``Trainer.train_step``.
 
 ``Sampled``: every completion the step drew, before a filter chose rows (kept only when one did:
-GFPO's top-k). ``Batch``: the rows to train on, with their rewards, as ``Trainer.collect`` returns
-them. ``Advantages``: an estimator's output for a ``Batch`` (``estimators.py``). ``UpdateBatch``: a
-``Batch`` with everything the optimiser steps read, computed once per step and sliced per
-mini-batch. Also here: ``check_batch_shape``, what a step's batch shape must allow an algorithm.
+GFPO's top-k, DAPO's dynamic sampling). ``Batch``: the rows to train on, with their rewards, as
+``Trainer.collect`` returns them. ``Advantages``: an estimator's output for a ``Batch``
+(``estimators.py``). ``UpdateBatch``: a ``Batch`` with everything the optimiser steps read, computed
+once per step and sliced per mini-batch. Also here: ``check_batch_shape``, what a step's batch shape
+must allow an algorithm.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from ..lab.rollout import Rollout
 
 @dataclass(frozen=True)
 class Sampled:
-    """Every completion a step sampled, before a filter chose the rows to train on (GFPO's top-k)."""
+    """Every completion a step sampled, before a filter chose the rows to train on (GFPO's top-k; DAPO's
+    dynamic sampling, every round of it)."""
 
     correct: torch.Tensor  # [N] 1.0 right / 0.0 wrong
     rewards: torch.Tensor  # [N] the shaped rewards the advantages are computed from
@@ -36,7 +38,7 @@ class Batch:
     ``stats`` holds the numbers measured while collecting (``gen_rounds``, ``zero_std_frac``,
     ``reward_std_within_group``; DAPO's ``kept_groups``, adaptive GFPO's ``gfpo_k_mean``); they go
     into the step's metrics as they are. ``sampled`` is set when a filter dropped rows: the step's
-    accuracy and lengths are then measured on everything sampled, and GFPO's advantages use the
+    accuracy, lengths and speed are then measured on everything sampled, and GFPO's advantages use the
     statistics of each sampled group.
     """
 

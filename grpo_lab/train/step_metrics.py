@@ -53,8 +53,9 @@ def reduce_updates(outs: list[dict[str, float]]) -> dict[str, float]:
 def sample_metrics(
     batch: Batch, t_rollout: float, features: Callable[[str], dict[str, float]] | None
 ) -> dict[str, float]:
-    """What the step sampled: accuracy and lengths over everything sampled (also what a filter
-    dropped), the task's ``features``, the batch's rewards, speed, truncation, ``batch.stats``."""
+    """What the step sampled: accuracy, lengths, the task's ``features`` and speed (tokens of every completion
+    generated per second of generation) over everything sampled (also what a filter dropped); the trained
+    batch's rewards and truncation; ``batch.stats``."""
     rollout, rewards = batch.rollout, batch.rewards
     everything = torch.ones_like(rewards, dtype=torch.bool)
     seen = batch.sampled or Sampled(batch.correct, rewards, rollout.lengths, rollout.texts, everything, 0)

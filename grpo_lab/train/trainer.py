@@ -193,27 +193,31 @@ class Trainer:
         stats: dict[str, float] = {"gen_rounds": 1, **sampling_stats(correct, rewards, G)}
         if not algo.dynamic_sampling:
             return Batch(rollout, correct, rewards, stats)
-        parts, kept_correct, kept_rewards = [], [], []
-        n_kept, rounds = 0, 0
+        drawn = []  # every round: (rollout, correct, rewards, the rows of the groups it kept)
+        n_kept = 0
         while True:
             # DAPO filters on accuracy (verl: filter_groups.metric=acc), not on shaped rewards:
             # an all-wrong group is dropped even if the length penalty spreads its rewards.
             keep_groups = dynamic_sampling_keep(correct, G)
-            rows = keep_groups.repeat_interleave(G)
-            parts.append(rollout.select(rows))
-            kept_correct.append(correct[rows])
-            kept_rewards.append(rewards[rows])
+            drawn.append((rollout, correct, rewards, keep_groups.repeat_interleave(G)))
             n_kept += int(keep_groups.sum())
-            rounds += 1
-            if n_kept >= n_prompts or rounds >= algo.max_gen_batches:
+            if n_kept >= n_prompts or len(drawn) >= algo.max_gen_batches:
                 break
             rollout, correct = self._rollout(n_prompts, G)
             rewards = self._reward(rollout, correct)
-        rollout = Rollout.cat(parts, self.tokenizer.pad_token_id)
-        correct, rewards = torch.cat(kept_correct), torch.cat(kept_rewards)
+        rollouts, corrects, all_rewards, kept_rows = zip(*drawn)
+        rollout = Rollout.cat([r.select(k) for r, k in zip(rollouts, kept_rows)], self.tokenizer.pad_token_id)
+        correct = torch.cat([c[k] for c, k in zip(corrects, kept_rows)])
+        rewards = torch.cat([r[k] for r, k in zip(all_rewards, kept_rows)])
         n = min(n_kept, n_prompts) * G
-        stats.update(gen_rounds=rounds, kept_groups=n // G)
-        return Batch(rollout.select(torch.arange(n)), correct[:n], rewards[:n], stats)
+        stats.update(gen_rounds=len(drawn), kept_groups=n // G)
+        # Every completion drawn, so that accuracy, lengths and speed count the dropped groups too;
+        # keep marks the n rows trained on (kept groups past a full batch are dropped as well).
+        keep = torch.cat(kept_rows)
+        keep[keep.nonzero().flatten()[n:]] = False
+        lengths, texts = torch.cat([r.lengths for r in rollouts]), [t for r in rollouts for t in r.texts]
+        sampled = Sampled(torch.cat(corrects), torch.cat(all_rewards), lengths, texts, keep, G)
+        return Batch(rollout.select(torch.arange(n)), correct[:n], rewards[:n], stats, sampled)
 
     def _collect_gfpo(self) -> Batch:
         """GFPO: sample G = ``gfpo_group_size`` per prompt, keep k = ``group_size`` (or an adaptive k)."""

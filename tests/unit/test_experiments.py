@@ -17,36 +17,54 @@ from grpo_lab.study.histories import (
     RUN_METRICS,
     format_seed_table,
     format_tests,
+    generation_speed,
+    paired_against_baseline,
     run_metrics,
     seed_table,
-    welch_against_baseline,
 )
 from grpo_lab.train.trainer import TrainConfig, Trainer
 
 
-def test_welch_against_baseline_a_baseline_corrects_for_the_comparisons():
+def test_paired_against_baseline_pairs_by_seed_and_corrects_for_the_comparisons():
     def runs(accs):
-        return [_summary(0.4, [x, x], 20.0, 0.1, 512) for x in accs]  # final accuracy = x
+        return [{**_summary(0.4, [x, x], 20.0, 0.1, 512), "seed": s} for s, x in enumerate(accs)]  # final = x
 
     results = {"grpo": runs([0.70, 0.75, 0.80]), "far": runs([0.50, 0.58, 0.61]), "near": runs([0.72, 0.77, 0.83])}
-    rows = welch_against_baseline(results, "grpo")
+    rows = paired_against_baseline(results, "grpo")
     assert [r["algo"] for r in rows] == ["far", "near"]
     far, near = rows
-    assert far["p"] == pytest.approx(0.0134096291604444, rel=1e-9)  # as in test_welch_test_matches_scipy
-    assert far["p_holm"] == pytest.approx(2 * far["p"]) and far["different"]  # smallest of two p: times 2
-    assert near["p_holm"] == pytest.approx(max(near["p"], 2 * far["p"])) and not near["different"]
-    # with one comparison fewer, no correction: the same p passes a stricter alpha
-    alone = welch_against_baseline({"grpo": results["grpo"], "far": results["far"]}, "grpo", alpha=0.02)
-    assert alone[0]["p_holm"] == pytest.approx(far["p"]) and alone[0]["different"]
-    assert not welch_against_baseline(results, "grpo", alpha=0.02)[0]["different"]
+    # By hand: far's differences -0.20, -0.17, -0.19 (mean -0.18667, sd 0.015275, SE 0.0088192, t -21.166);
+    # near's 0.02, 0.02, 0.03 (t = 7 exactly). With 2 df the two-sided p is 1 - |t| / sqrt(t^2 + 2).
+    assert far["diff"] == pytest.approx(-0.56 / 3) and far["t"] == pytest.approx(-21.166, abs=1e-3) and far["df"] == 2
+    p_far, p_near = 1 - 21.16601 / math.sqrt(21.16601**2 + 2), 1 - 7 / math.sqrt(51)
+    assert far["p"] == pytest.approx(p_far, rel=1e-4) and near["p"] == pytest.approx(p_near, rel=1e-6)
+    assert far["p_holm"] == pytest.approx(2 * p_far, rel=1e-4) and far["different"]  # smallest of two: times 2
+    assert near["p_holm"] == pytest.approx(p_near, rel=1e-6) and near["different"]  # already above 2 * p_far
+    assert not paired_against_baseline(results, "grpo", alpha=0.01)[1]["different"]
+    # with one comparison fewer, no correction
+    alone = paired_against_baseline({"grpo": results["grpo"], "near": results["near"]}, "grpo")
+    assert alone[0]["p_holm"] == pytest.approx(p_near, rel=1e-6)
     table = format_tests(rows, "grpo").splitlines()
     assert table[0].startswith("| algo | minus grpo | SE | t | df | p | p (Holm)")
-    assert table[2].startswith("| far | -0.187 | 0.044 | -4.27 | 3.9 | 0.013 | 0.027 |")
-    assert table[2].endswith("| yes |")
+    assert table[2] == "| far | -0.187 | 0.009 | -21.17 | 2.0 | 0.002 | 0.004 | yes |"
     with pytest.raises(ValueError, match="baseline must be one of"):
-        welch_against_baseline(results, "ppo")
+        paired_against_baseline(results, "ppo")
     with pytest.raises(ValueError, match="metric must be a name from"):
-        welch_against_baseline(results, "grpo", metric="acc")
+        paired_against_baseline(results, "grpo", metric="acc")
+    shuffled = {"grpo": results["grpo"], "far": results["far"][::-1]}
+    with pytest.raises(ValueError, match=r"results\['far'\] must hold the seeds of results\['grpo'\]"):
+        paired_against_baseline(shuffled, "grpo")
+
+
+def test_generation_speed_counts_every_completion_drawn():
+    # Step 1 logged 100 tokens/s over 2 s at a mean length of 10: its figure counted 20 completions of the 40
+    # drawn (an old DAPO run: kept groups only), so all 40 ran at 200 tokens/s. Step 2 counted 50 * 1 / 5 = 10,
+    # every completion it drew: 50 tokens/s as logged.
+    hist = [
+        {"tokens_per_second": 100.0, "rollout_seconds": 2.0, "length_mean": 10.0, "samples_generated": 40},
+        {"tokens_per_second": 50.0, "rollout_seconds": 1.0, "length_mean": 5.0, "samples_generated": 50},
+    ]
+    assert generation_speed({"history": hist}) == pytest.approx((200.0 + 50.0) / 2)
 
 
 def _summary(before, evals, lengths_right, kl, samples, pass_curve=None):

@@ -151,8 +151,9 @@ def test_zero_std_explorer_counts_the_groups_that_all_agree(tiny_policy):
         assert ax.get_title().startswith(f"T = {T:.2f}: 4 of 4 groups have zero std")
 
 
-def _summary(steps: int, accuracy: float) -> dict:
+def _summary(steps: int, accuracy: float, seed: int) -> dict:
     return {
+        "seed": seed,
         "before": {"accuracy": 0.3},
         "after": {"accuracy": accuracy},
         "steps": steps,
@@ -164,17 +165,18 @@ def _summary(steps: int, accuracy: float) -> dict:
 
 def test_seed_spread_explorer_draws_the_seeds_it_is_given():
     results = {
-        "grpo": [_summary(10, 0.5), _summary(12, 0.6), _summary(14, 0.7)],
-        "dapo": [_summary(20, 0.5), _summary(22, 0.6), _summary(24, 0.7)],
+        "grpo": [_summary(10, 0.5, 0), _summary(12, 0.6, 1), _summary(14, 0.7, 2)],
+        "dapo": [_summary(20, 0.5, 0), _summary(23, 0.62, 1), _summary(24, 0.7, 2)],
     }
     box = widgets.seed_spread_explorer(results, metrics=["steps", "final"], baseline="grpo")
     ax = redraw(box, metric="steps", seeds=3).axes[0]
-    assert bars(ax) == pytest.approx([12.0, 22.0])  # the means
+    assert bars(ax) == pytest.approx([12.0, 67 / 3])  # the means
     dots = [c.get_offsets()[:, 1].tolist() for c in ax.collections if isinstance(c, PathCollection)]
-    assert dots == [[10.0, 12.0, 14.0], [20.0, 22.0, 24.0]]
-    # Welch by hand: t = 10 / sqrt(4/3 + 4/3) = 6.12 on 4 degrees of freedom, p = 0.0036 < 0.05
-    assert "3 seed(s)" in ax.get_title() and "dapo +10*" in ax.get_title()
+    assert dots == [[10.0, 12.0, 14.0], [20.0, 23.0, 24.0]]
+    # Paired by hand: differences 10, 11, 10, t = (31/3) / (sqrt(1/3) / sqrt(3)) = 31 on 2 df,
+    # p = 1 - 31 / sqrt(31^2 + 2) = 0.001 < 0.05
+    assert "3 seed(s)" in ax.get_title() and "dapo +10.3*" in ax.get_title()
     ax = redraw(box, seeds=1).axes[0]
     assert bars(ax) == pytest.approx([10.0, 20.0]) and "one seed: no way to tell noise" in ax.get_title()
     ax = redraw(box, metric="final", seeds=3).axes[0]
-    assert bars(ax) == pytest.approx([0.6, 0.6]) and ax.get_title().endswith("dapo +0")  # no star
+    assert bars(ax) == pytest.approx([0.6, 1.82 / 3]) and ax.get_title().endswith("dapo +0.00667")  # t = 1: no star

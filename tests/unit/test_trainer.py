@@ -28,6 +28,7 @@ import grpo_lab.train.checkpoint as checkpoint_mod
 import grpo_lab.train.trainer as trainer_mod
 from grpo_lab.algorithms import PRESETS, Algorithm, get_algorithm, unused_fields
 from grpo_lab.lab.tasks import sum3_reward
+from grpo_lab.train.step_metrics import sample_metrics
 from grpo_lab.train.trainer import TrainConfig, Trainer, ValueModel
 
 TIMING_KEYS = {"wall_seconds", "step_seconds", "rollout_seconds", "tokens_per_second"}
@@ -364,6 +365,15 @@ def test_dapo_dynamic_sampling_trains_only_on_groups_with_mixed_rewards(make_tra
         assert float(correct[i]) == c
         want = c + _dapo_penalty(int(ro.lengths[i]), trainer.cfg.max_new_tokens, a.overlong_cache)
         assert float(rewards[i]) == pytest.approx(want, abs=1e-6)
+    # Every completion drawn, in every round, is kept for the step's metrics; keep marks the rows trained on.
+    drawn = batch.sampled
+    assert drawn.correct.numel() == drawn.lengths.numel() == len(drawn.texts) == info["gen_rounds"] * 4 * G
+    assert int(drawn.keep.sum()) == n_groups * G
+    assert torch.equal(drawn.correct[drawn.keep], correct) and torch.equal(drawn.lengths[drawn.keep], ro.lengths)
+    assert [t for t, k in zip(drawn.texts, drawn.keep) if k] == ro.texts
+    m = sample_metrics(batch, 2.0, None)
+    assert m["accuracy"] == pytest.approx(float(drawn.correct.float().mean()))
+    assert m["tokens_per_second"] == pytest.approx(float(drawn.lengths.sum()) / 2.0)  # dropped groups' tokens too
 
 
 def _gfpo_trainer(make_trainer):
