@@ -122,6 +122,13 @@ def test_committed_histories_have_what_the_notebooks_read(path):
         assert {"config", "follow", "low_p", "history", "summary"} <= set(s) and s["follow"] in s["arms"]
         assert s["history"] and set(s["history"][0]["arms"]) == set(s["arms"])
         return
+    if "runs" in s:  # tools/gspo_long_ratios.py (notebook 06's ratios against length): per completion, per seed
+        per_completion = ("length", "log_s", "top_token_share", "advantage", "gspo_clipped", "token_clip_share")
+        assert {"model", "lr", "steps_taken", "clip_low", "clip_high", "token_eps"} <= set(s) and s["runs"]
+        for run in s["runs"]:
+            assert {"seed", *per_completion} <= set(run)
+            assert len({len(run[k]) for k in per_completion}) == 1 and min(run["length"]) >= 1
+        return
     assert SUMMARY_KEYS <= set(s)
     assert s["history"] and STEP_KEYS <= set(s["history"][0])
     assert {"accuracy", "mean_length"} <= set(s["before"]) and s["evals"]
