@@ -43,11 +43,12 @@ def tail_mean(history: list[dict], key: str, n: int = 10) -> float | None:
 
 def generation_speed(summary: dict) -> float:
     """A run's sampling speed: tokens of every completion drawn per second of generation, the mean over its steps.
-    No algorithm changes how a completion is sampled, so a run far below the others ran on a slower machine or in
-    a slower session. Runs made before the lab counted every completion DAPO's dynamic sampling drew logged the
-    kept groups' tokens over the time of every round; tokens/s x rollout seconds / mean length recovers how many
-    completions a step's figure counted, and the figure is scaled to all those drawn (the dropped answers taken
-    to be as long as the kept). For every other run the scale is 1."""
+    Every algorithm uses the same sampler (the batch shape differs: GFPO draws 16 per prompt, which runs faster per
+    token), so a run far below the others ran on a slower machine or in a slower session. Runs made before the lab
+    counted every completion DAPO's dynamic sampling drew logged the kept groups' tokens over the time of every
+    round; tokens/s x rollout seconds / mean length recovers how many completions a step's figure counted, and the
+    figure is scaled to all those drawn (the dropped answers taken to be as long as the kept). For every other run
+    the scale is 1."""
     rates, before = [], 0
     for h in summary["history"]:
         drawn, before = h["samples_generated"] - before, h["samples_generated"]
