@@ -73,7 +73,7 @@ def one_seed(seed: int) -> dict:
     length = mask.sum(1)
     log_s = log_r.sum(1) / length
     pos = adv > 0
-    gspo_clipped = (pos & (log_s.exp() > 1 + gspo.clip_high)) | (~pos & (adv < 0) & (log_s.exp() < 1 - gspo.clip_low))
+    gspo_clipped = (pos & (log_s.exp() > 1 + gspo.clip_high)) | ((adv < 0) & (log_s.exp() < 1 - gspo.clip_low))
     r = log_r.exp()
     token_cut = (
         (pos.unsqueeze(1) & (r > 1 + TOKEN_EPS)) | ((adv < 0).unsqueeze(1) & (r < 1 - TOKEN_EPS))
