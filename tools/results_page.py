@@ -141,7 +141,9 @@ step, temperature 1, up to 32 new tokens, AdamW 1e-4); held-out greedy accuracy 
 problems at the final checkpoint, from {first["before"]["accuracy"]:.3f} before training;
 {len(TIME_SEEDS)} seeds, mean ± standard deviation across seeds. The same seconds buy different numbers of
 steps and of completions (`steps`, `samples`). Lengths, entropy, KL and clip fraction are means over each
-run's last 10 steps (training batch; lengths in tokens).
+run's last 10 steps (training batch; lengths in tokens, over every completion sampled). GFPO's entropy and KL are
+measured on the rows it trains on (the 8 shortest of 16 per prompt), DAPO's on the groups its dynamic sampling
+kept, the others' on every row, so those two columns are not comparable across algorithms.
 
 {table}
 {_labels_note(runs)}{_slow_sessions_note(runs)}
@@ -152,8 +154,7 @@ Holm's correction for the {len(tests)} comparisons:
 
 Command: `python -m grpo_lab compare --seconds {seconds:.0f} --seeds {" ".join(map(str, TIME_SEEDS))}` (each run
 in its own process; committed as `assets/histories/timed_{{algo}}_seed{{{",".join(map(str, TIME_SEEDS))}}}.json`,
-read by notebooks 03, 05, 06 and 08). DAPO's and GSPO's runs were made again the same way (`--algos dapo gspo`) once
-their presets took 4 mini-batches per rollout.
+read by notebooks 03, 06 and 08), all thirty runs in one session.
 """
 
 
@@ -245,8 +246,9 @@ lesson's own measurements (clip fractions, lengths, entropy) are computed and ch
 def _verdict(differ: list[str]) -> str:
     if not differ:
         return "no algorithm differs from GRPO"
-    names = differ[0] if len(differ) == 1 else ", ".join(differ[:-1]) + " and " + differ[-1]
-    return f"only {names} {'differs' if len(differ) == 1 else 'differ'} from GRPO"
+    if len(differ) == 1:
+        return f"only {differ[0]} differs from GRPO"
+    return f"{', '.join(differ[:-1])} and {differ[-1]} differ from GRPO, the others do not"
 
 
 def readme_block() -> str:
