@@ -352,8 +352,8 @@ def gaps(algo: str | Algorithm, engine: str) -> list[str]:
         out.append(
             f"GFPO is in neither engine: TRL removed GFPOTrainer (huggingface/trl#6309) and verl {VERL_VERSION} "
             "has no length filter on groups. Use the lab's trainer on one GPU (python -m grpo_lab train --algo gfpo "
-            "--task gsm8k --model NAME), or export dapo or dr_grpo, whose token-mean and length-unbiased losses "
-            "also curb length"
+            "--task gsm8k --model NAME), or export dapo or dr_grpo, whose losses drop the per-answer "
+            "1/|o_i| weight behind GRPO's length bias (notebook 04): a change to the loss, not a filter on length"
         )
     if a.target_kl is not None:
         out.append(
