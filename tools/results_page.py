@@ -149,7 +149,8 @@ kept, the others' on every row, so those two columns are not comparable across a
 {table}
 {_labels_note(runs)}{_slow_sessions_note(runs)}
 Held-out accuracy against GRPO's, seed by seed (the paired t-test: every algorithm ran the same seeds), with
-Holm's correction for the {len(tests)} comparisons:
+Holm's correction for the {len(tests)} comparisons; `detectable` is the gap the test would find 80% of the time at
+the observed spread, so a "no" rules out only gaps well above it:
 
 {format_tests(tests, "grpo")}
 
@@ -179,7 +180,8 @@ pass@1 {shipped["pass_at_k"]["1"]:.3f} and pass@{k} {shipped["pass_at_k"][str(k)
 {_labels_note(runs)}
 Held-out accuracy against GRPO's, seed by seed (the paired t-test on the per-seed differences, `df` = seeds - 1),
 with Holm's correction for the {len(tests)} comparisons (`study.histories.paired_against_baseline`). With
-{len(SEEDS)} seeds only large differences can pass:
+{len(SEEDS)} seeds only large differences can pass (`detectable`: the gap the test would find 80% of the time at
+the observed spread):
 
 {format_tests(tests, "grpo")}
 

@@ -46,7 +46,8 @@ def test_paired_against_baseline_pairs_by_seed_and_corrects_for_the_comparisons(
     assert alone[0]["p_holm"] == pytest.approx(p_near, rel=1e-6)
     table = format_tests(rows, "grpo").splitlines()
     assert table[0].startswith("| algo | minus grpo | SE | t | df | p | p (Holm)")
-    assert table[2] == "| far | -0.187 | 0.009 | -21.17 | 2.0 | 0.002 | 0.004 | yes |"
+    # detectable: (t_0.975,2 + t_0.8,2) x SE = (4.302653 + 1.060660) x 0.0088192 = 0.0473 (t tables)
+    assert table[2] == "| far | -0.187 | 0.009 | -21.17 | 2.0 | 0.002 | 0.004 | yes | 0.047 |"
     with pytest.raises(ValueError, match="baseline must be one of"):
         paired_against_baseline(results, "ppo")
     with pytest.raises(ValueError, match="metric must be a name from"):
