@@ -81,7 +81,9 @@ SETTINGS: tuple[Setting, ...] = (
         ("data.seed", f"{R}.seed"),
         "verl 0.9.1 has no trainer.seed: data.seed seeds the prompt sampler, rollout.seed is the vLLM engine's "
         "seed (plus the replica's rank; per-request seeds only with rollout.full_determinism); "
-        "actor.data_loader_seed and actor.fsdp_config.seed keep their default, 42",
+        "data.seed defaults to null (an unseeded shuffle, so set it); actor.data_loader_seed and "
+        "actor.fsdp_config.seed keep their default, 42, and actor.shuffle defaults to false, so the former "
+        "shuffles nothing unless that is set",
     ),
     Setting("advantage", (), ("algorithm.adv_estimator",), "grpo or gae (a critic); TRL has no critic"),
     Setting(
@@ -101,7 +103,9 @@ SETTINGS: tuple[Setting, ...] = (
         ("loss_type",),
         (f"{A}.loss_agg_mode", f"{A}.loss_scale_factor"),
         "TRL grpo / dapo / dr_grpo; verl seq-mean-token-mean / token-mean / seq-mean-token-sum-norm, whose "
-        "constant is loss_scale_factor (without it, the padded width of the batch)",
+        "constant is loss_scale_factor (without it, the padded width of the batch). TRL's dapo divides each "
+        "optimiser step by the generation batch's tokens over the steps per generation (an average), the lab's "
+        "token_mean and verl's token-mean by the step's own tokens: equal with one step per generation",
     ),
     Setting("clip_low", ("epsilon",), (f"{A}.clip_ratio_low",), "lower clip 1 - eps"),
     Setting("clip_high", ("epsilon_high",), (f"{A}.clip_ratio_high",), "upper clip 1 + eps_high"),
@@ -116,13 +120,15 @@ SETTINGS: tuple[Setting, ...] = (
         "beta",
         ("beta",),
         (f"{A}.use_kl_loss", f"{A}.kl_loss_coef"),
-        "KL in the loss; at 0 TRL loads no reference model",
+        "KL in the loss; at 0 TRL loads no reference model. TRL multiplies k3 by the importance ratio by default "
+        "(use_bias_correction_kl=True), which gives it k2's gradient even on-policy (the lab's k3+); "
+        "use_bias_correction_kl=False is the lab's k3",
     ),
     Setting(
         "kl_kind",
         (),
         (f"{A}.kl_loss_type", "algorithm.kl_penalty"),
-        "TRL's KL is always k3; verl low_var_kl = k3, kl = k1, mse = k2",
+        "TRL's KL has k3's value always (its gradient: see beta); verl low_var_kl = k3, kl = k1, mse = k2",
     ),
     Setting(
         "kl_in_reward",
@@ -135,7 +141,8 @@ SETTINGS: tuple[Setting, ...] = (
         "dynamic_sampling",
         (),
         ("algorithm.filter_groups.enable", "algorithm.filter_groups.metric", "trainer.use_v1"),
-        "verl: applied by the V1 trainer (trainer.use_v1=true, the default), metric=acc",
+        "verl: applied by the V1 trainer (trainer.use_v1=true, the default); set metric=acc (the default is "
+        "reward) and have the reward function return an acc key",
     ),
     Setting(
         "max_gen_batches",
@@ -152,7 +159,7 @@ SETTINGS: tuple[Setting, ...] = (
             "+reward.reward_kwargs.max_resp_len",
         ),
         "TRL: a reward function, trl.rewards.get_soft_overlong_punishment; verl: the dapo reward manager reads "
-        "the appended + keys",
+        "the appended + keys, and overlong_buffer_cfg.penalty_factor and .log too (export sets both)",
     ),
     Setting("overlong_cache", (), ("+reward.reward_kwargs.overlong_buffer_cfg.len",), "tokens"),
     Setting("overlong_filter", ("mask_truncated_completions",), (), "verl has no such mask"),
@@ -169,7 +176,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lam", (), ("algorithm.lam",), "GAE lambda; verl only"),
     Setting("value_clip", (), ("critic.cliprange_value",), "verl only"),
     Setting("critic_lr", (), ("critic.optim.lr",), "the critic's own optimiser; verl has no vf_coef"),
-    Setting("critic_warmup_steps", (), ("trainer.critic_warmup",), "steps"),
+    Setting(
+        "critic_warmup_steps",
+        (),
+        ("trainer.critic_warmup",),
+        "rollouts that train the critic alone; verl counts steps from 1 and updates the actor once the step "
+        "reaches critic_warmup, so the lab's N is verl's N + 1",
+    ),
     # run control: not lab knobs, but what an exported recipe sets
     Setting("passes over the data", ("num_train_epochs",), ("trainer.total_epochs",), "TRL's default is 3, verl's 30"),
     Setting(

@@ -144,7 +144,9 @@ def verl_overrides(
             f"critic.optim.lr={VALUE['critic learning rate (PPO)']}",
             f"critic.ppo_micro_batch_size_per_gpu={PER_DEVICE}",
             f"critic.model.enable_gradient_checkpointing={str(VALUE['gradient checkpointing']).lower()}",
-            f"trainer.critic_warmup={a.critic_warmup_steps}",
+            # verl counts steps from 1 and updates the actor once global_steps >= critic_warmup
+            # (trainer/ppo/v1/trainer_base.py), so N critic-only rollouts need critic_warmup = N + 1.
+            f"trainer.critic_warmup={a.critic_warmup_steps + 1 if a.critic_warmup_steps else 0}",
             f"trainer.max_critic_ckpt_to_keep={CHECKPOINTS_KEPT}",
         ]
         if a.value_clip is not None:

@@ -347,7 +347,8 @@ VERL_EXPECTED = {  # hand values: the presets at scale, in verl's keys
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": 16,
         "critic.optim.lr": 1e-5,
         "critic.cliprange_value": 0.2,
-        "trainer.critic_warmup": 4,
+        # the preset's 4 critic-only rollouts: verl updates the actor from step critic_warmup, counting from 1
+        "trainer.critic_warmup": 5,
         "actor_rollout_ref.actor.ppo_epochs": 2,
         "actor_rollout_ref.actor.ppo_mini_batch_size": 16,
     },
