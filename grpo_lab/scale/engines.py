@@ -142,7 +142,7 @@ SETTINGS: tuple[Setting, ...] = (
         (),
         ("algorithm.filter_groups.enable", "algorithm.filter_groups.metric", "trainer.use_v1"),
         "verl: applied by the V1 trainer (trainer.use_v1=true, the default); set metric=acc (the default is "
-        "reward) and have the reward function return an acc key",
+        "reward); with the dapo reward manager a float score becomes acc, a dict must hold an acc key",
     ),
     Setting(
         "max_gen_batches",
