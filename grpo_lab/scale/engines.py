@@ -128,7 +128,8 @@ SETTINGS: tuple[Setting, ...] = (
         "kl_kind",
         (),
         (f"{A}.kl_loss_type", "algorithm.kl_penalty"),
-        "TRL's KL has k3's value always (its gradient: see beta); verl low_var_kl = k3, kl = k1, mse = k2",
+        "TRL's KL has k3's value always, times the ratio by default (use_bias_correction_kl), which gives it k2's "
+        "gradient on-policy; verl low_var_kl = k3, kl = k1, mse = k2",
     ),
     Setting(
         "kl_in_reward",
