@@ -81,7 +81,8 @@ SETTINGS: tuple[Setting, ...] = (
         ("data.seed", f"{R}.seed"),
         "verl 0.9.1 has no trainer.seed: data.seed seeds the prompt sampler, rollout.seed is the vLLM engine's "
         "seed (plus the replica's rank; per-request seeds only with rollout.full_determinism); "
-        "data.seed defaults to null (an unseeded shuffle, so set it); actor.data_loader_seed and "
+        "data.seed defaults to null (the sampler's new torch.Generator keeps torch's fixed default seed: the same "
+        "prompt order in every run); actor.data_loader_seed and "
         "actor.fsdp_config.seed keep their default, 42, and actor.shuffle defaults to false, so the former "
         "shuffles nothing unless that is set",
     ),
