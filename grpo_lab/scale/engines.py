@@ -183,7 +183,7 @@ SETTINGS: tuple[Setting, ...] = (
         (),
         ("trainer.critic_warmup",),
         "rollouts that train the critic alone; verl counts steps from 1 and updates the actor once the step "
-        "reaches critic_warmup, so the lab's N is verl's N + 1",
+        "reaches critic_warmup, so set critic_warmup to the lab's N + 1",
     ),
     # run control: not lab knobs, but what an exported recipe sets
     Setting("passes over the data", ("num_train_epochs",), ("trainer.total_epochs",), "TRL's default is 3, verl's 30"),
