@@ -122,15 +122,16 @@ SETTINGS: tuple[Setting, ...] = (
         ("beta",),
         (f"{A}.use_kl_loss", f"{A}.kl_loss_coef"),
         "KL in the loss; at 0 TRL loads no reference model. TRL multiplies k3 by the importance ratio by default "
-        "(use_bias_correction_kl=True), which gives it k2's gradient even on-policy (the lab's k3+); "
+        "(use_bias_correction_kl=True), which with token-level ratios gives it k2's gradient even on-policy (the "
+        "lab's k3+); "
         "use_bias_correction_kl=False is the lab's k3",
     ),
     Setting(
         "kl_kind",
         (),
         (f"{A}.kl_loss_type", "algorithm.kl_penalty"),
-        "TRL's KL has k3's value always, times the ratio by default (use_bias_correction_kl), which gives it k2's "
-        "gradient on-policy; verl low_var_kl = k3, kl = k1, mse = k2",
+        "TRL's KL has k3's value always, times the ratio by default (use_bias_correction_kl), which with token-level "
+        "ratios gives it k2's gradient on-policy; verl low_var_kl = k3, kl = k1, mse = k2",
     ),
     Setting(
         "kl_in_reward",
